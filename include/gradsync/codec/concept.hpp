@@ -1,0 +1,58 @@
+#pragma once
+/// The Codec concept: how one unit of gradients is put on the wire.
+///
+/// A codec is a small object (its knobs are members with the papers' defaults). It must be
+/// usable from several threads at once through a const reference: per-unit state such as an
+/// error-feedback residual lives with the Synchronizer and is passed in EncodeContext.
+///
+/// \code
+///   gradsync::codec::Identity c;
+///   std::vector<std::byte> wire(c.encoded_bytes(grad.size()));
+///   c.encode(grad, wire, {});          // header + payload
+///   c.decode_add(wire, sum);           // sum += decoded, validates the header first
+/// \endcode
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace gradsync::codec {
+
+/// Everything an encode may depend on besides the data itself.
+struct EncodeContext {
+  std::uint64_t seed = 0;       ///< run seed: stochastic codecs key their counter-based RNG on it
+  std::uint64_t iteration = 0;  ///< training iteration
+  std::uint64_t unit = 0;       ///< unit index within the iteration
+  std::uint32_t stream = 0;     ///< which encode of this unit (collective step), for the RNG key
+  /// Error-feedback memory of this unit, same length as the input; empty when the codec does not
+  /// need one (needs_residual() == false) or when the data is not this rank's own gradient.
+  std::span<float> residual{};
+};
+
+// clang-format off
+template <class C>
+concept Codec = std::copy_constructible<C> &&
+  requires(const C c, std::span<const float> in, std::span<std::byte> out,
+           std::span<const std::byte> wire, std::span<float> acc, const EncodeContext& ctx,
+           std::size_t n) {
+    { c.name() } -> std::convertible_to<std::string_view>;   // "fp32", "qsgd8", ...
+    { c.lossless() } -> std::convertible_to<bool>;           // decode(encode(x)) == x exactly
+    { c.summable() } -> std::convertible_to<bool>;           // wire forms can be added as they are
+    { c.needs_residual() } -> std::convertible_to<bool>;     // wants EncodeContext::residual
+    { c.encoded_bytes(n) } -> std::same_as<std::size_t>;     // exact wire size for n elements
+    { c.encode(in, out, ctx) } -> std::same_as<std::size_t>; // writes header + payload, returns bytes
+    { c.decode(wire, acc) };                                 // acc = decoded (validates, throws WireError)
+    { c.decode_add(wire, acc) };                             // acc += decoded (validates, throws WireError)
+  };
+// clang-format on
+
+/// Use in a static_assert so a wrong codec gets a message that says what is missing.
+#define GRADSYNC_CHECK_CODEC(C)                                                                  \
+  static_assert(::gradsync::codec::Codec<C>,                                                     \
+                "gradsync: this type is not a Codec: provide const member functions name(), "   \
+                "lossless(), summable(), needs_residual(), encoded_bytes(n), "                   \
+                "encode(in, out, ctx) -> size_t, decode(wire, out) and decode_add(wire, acc); "  \
+                "see gradsync/codec/concept.hpp")
+
+}  // namespace gradsync::codec

@@ -1,0 +1,49 @@
+#pragma once
+/// Identity: fp32 on the wire, bit-exact. The baseline every other codec is measured against.
+///
+/// \code
+///   using Sync = gradsync::Synchronizer<..., gradsync::codec::Identity, ...>;
+/// \endcode
+#include <algorithm>
+#include <cstring>
+#include <span>
+#include <string_view>
+
+#include "concept.hpp"
+#include "wire.hpp"
+
+namespace gradsync::codec {
+
+struct Identity {
+  static constexpr std::uint8_t id = 0;
+  constexpr std::string_view name() const { return "fp32"; }
+  constexpr bool lossless() const { return true; }
+  constexpr bool summable() const { return true; }
+  constexpr bool needs_residual() const { return false; }
+  constexpr std::size_t encoded_bytes(std::size_t n) const { return header_bytes + n * sizeof(float); }
+
+  std::size_t encode(std::span<const float> in, std::span<std::byte> out, const EncodeContext&) const {
+    const std::size_t bytes = encoded_bytes(in.size());
+    if (out.size() < bytes) throw UsageError("gradsync: fp32 encode needs an output of encoded_bytes(n) bytes");
+    write_header(out, {.codec = id, .elements = static_cast<std::uint32_t>(in.size()),
+                       .payload_bytes = static_cast<std::uint32_t>(in.size() * sizeof(float))});
+    std::memcpy(out.data() + header_bytes, in.data(), in.size_bytes());
+    return bytes;
+  }
+  void decode(std::span<const std::byte> wire, std::span<float> out) const {
+    read_header(wire, id, out.size(), "fp32");
+    std::memcpy(out.data(), wire.data() + header_bytes, out.size_bytes());
+  }
+  void decode_add(std::span<const std::byte> wire, std::span<float> acc) const {
+    read_header(wire, id, acc.size(), "fp32");
+    const std::byte* p = wire.data() + header_bytes;
+    for (std::size_t i = 0; i < acc.size(); ++i) {
+      float v;
+      std::memcpy(&v, p + i * sizeof(float), sizeof(float));
+      acc[i] += v;
+    }
+  }
+};
+GRADSYNC_CHECK_CODEC(Identity);
+
+}  // namespace gradsync::codec

@@ -1,0 +1,28 @@
+#pragma once
+/// Errors gradsync throws. Every message names the bad input and what to do instead.
+#include <stdexcept>
+#include <string>
+
+namespace gradsync {
+
+/// Misuse of the API (wrong sizes, ids, order of calls). Fix the calling code.
+struct UsageError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+/// A policy string or option that cannot be parsed ("fixed:abc", "rign").
+struct ConfigError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+/// A payload that fails validation: truncated, oversized, wrong codec, corrupt header.
+struct WireError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Ranks disagree (model layout, policies, world size) or a peer failed or timed out.
+struct PeerError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace gradsync
