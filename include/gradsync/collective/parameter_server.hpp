@@ -17,6 +17,7 @@ struct ParameterServer {
   template <codec::Codec C>
   std::size_t run(transport::Transport& t, const C& codec, Job& job, Workspace& ws) const {
     const int n = t.size(), r = t.rank();
+    if (n == 1) return 0;  // the unit already is the sum and the mean
     const int server = server_of(job.ctx.unit, n);
     codec::EncodeContext ctx = job.ctx;
     ctx.residual = {};

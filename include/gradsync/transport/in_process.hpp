@@ -26,6 +26,7 @@ class InProcessGroup {
   explicit InProcessGroup(int size, std::chrono::milliseconds timeout = std::chrono::seconds(30))
       : timeout_(timeout) {
     if (size < 1) throw UsageError("gradsync: InProcessGroup needs at least one rank");
+    pool_.reserve(256);  // room for many messages in flight: steady state never regrows it
     for (int r = 0; r < size; ++r) endpoints_.push_back(std::make_unique<Endpoint>(*this, r));
   }
   InProcessGroup(const InProcessGroup&) = delete;
@@ -48,7 +49,7 @@ class InProcessGroup {
 
   class Endpoint final : public Transport {
    public:
-    Endpoint(InProcessGroup& g, int rank) : group_(g), rank_(rank) {}
+    Endpoint(InProcessGroup& g, int rank) : group_(g), rank_(rank) { inbox_.reserve(64); }
     int rank() const override { return rank_; }
     int size() const override { return group_.size(); }
     std::chrono::milliseconds timeout() const override { return group_.timeout_; }
@@ -58,7 +59,7 @@ class InProcessGroup {
 
     void send(int dst, Tag tag, std::span<const std::byte> data) override {
       check_peer(dst);
-      std::vector<std::byte> bytes = group_.take_buffer();
+      std::vector<std::byte> bytes = group_.take_buffer(data.size());
       bytes.assign(data.begin(), data.end());
       Endpoint& to = *group_.endpoints_[dst];
       {
@@ -84,7 +85,7 @@ class InProcessGroup {
       lock.unlock();
       const std::size_t n = bytes.size();
       const bool fits = n <= out.size();
-      if (fits) std::memcpy(out.data(), bytes.data(), n);
+      if (fits && n != 0) std::memcpy(out.data(), bytes.data(), n);  // empty spans may hold null
       group_.return_buffer(std::move(bytes));
       if (!fits)
         throw WireError("gradsync: " + describe() + " received " + std::to_string(n) + " bytes from rank " +
@@ -101,11 +102,13 @@ class InProcessGroup {
     std::vector<Message> inbox_;  // FIFO per (src, tag): matched from the front
   };
 
-  std::vector<std::byte> take_buffer() {
+  /// A recycled buffer that can hold `bytes` without growing, if the pool has one.
+  std::vector<std::byte> take_buffer(std::size_t bytes) {
     std::lock_guard lock(pool_mutex_);
-    if (pool_.empty()) return {};
-    std::vector<std::byte> b = std::move(pool_.back());
-    pool_.pop_back();
+    const auto it = std::find_if(pool_.rbegin(), pool_.rend(), [&](const auto& b) { return b.capacity() >= bytes; });
+    if (it == pool_.rend()) return {};
+    std::vector<std::byte> b = std::move(*it);
+    pool_.erase(std::next(it).base());
     return b;
   }
   void return_buffer(std::vector<std::byte> b) {
