@@ -27,6 +27,8 @@
 /// \tparam Collective  how a unit is aggregated (collective::Ring, ParameterServer, ...)
 #include <algorithm>
 #include <atomic>
+#include <bit>
+#include <cmath>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -96,6 +98,7 @@ class Synchronizer {
       throw UsageError("gradsync: gradient_ready(" + std::to_string(layer) + "): span has " + std::to_string(grad.size()) +
                        " elements but layer '" + layout_.layer(layer).name + "' has " +
                        std::to_string(layout_.layer(layer).elements) + " in the ModelLayout");
+    if (opt_.check_finite) check_finite(layer, grad);
     const std::int64_t iter = iteration_.load();
     if (layers_[layer].submitted.load() == iter)
       throw UsageError("gradsync: gradient_ready called twice for layer " + std::to_string(layer) + " ('" +
@@ -390,6 +393,16 @@ class Synchronizer {
     if (layer >= layers_.size())
       throw UsageError("gradsync: " + std::string(who) + "(" + std::to_string(layer) + "): layer id out of range; the layout has " +
                        std::to_string(layers_.size()) + " layers (0.." + std::to_string(layers_.size() - 1) + ")");
+  }
+  void check_finite(std::size_t layer, std::span<const float> grad) const {
+    // Exponent all ones means Inf or NaN; OR-ing a flag keeps the loop branch-free and vectorized.
+    bool bad = false;
+    for (float x : grad) bad |= (std::bit_cast<std::uint32_t>(x) & 0x7f800000u) == 0x7f800000u;
+    if (!bad) return;
+    const auto at = std::ranges::find_if(grad, [](float x) { return !std::isfinite(x); }) - grad.begin();
+    throw UsageError("gradsync: gradient_ready(" + std::to_string(layer) + "): layer '" + layout_.layer(layer).name +
+                     "' has a non-finite gradient (element " + std::to_string(at) + " is " + std::to_string(grad[at]) +
+                     "); lower the learning rate, clip gradients, or use loss scaling with Options::check_finite = false");
   }
   static void add_seconds(std::atomic<std::int64_t>& acc, clock::duration d) {
     acc.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());

@@ -1,6 +1,8 @@
 // Misuse gets a clear exception naming the problem and the fix.
 #include <catch2/catch.hpp>
 
+#include <limits>
+
 #include "support/ranks.hpp"
 
 using namespace gradsync;
@@ -45,6 +47,20 @@ TEST_CASE("gradient_ready rejects a span of the wrong size, naming the layer") {
   AnySynchronizer sync(g.rank(0), kLayout);
   std::vector<float> v(99);
   REQUIRE_THROWS_WITH(sync.gradient_ready(0, v), Catch::Contains("99 elements") && Catch::Contains("'w' has 100"));
+}
+
+TEST_CASE("NaN and Inf gradients are rejected, naming the layer and element") {
+  transport::InProcessGroup g(1);
+  AnySynchronizer sync(g.rank(0), kLayout);
+  std::vector<float> w(100, 1.0f), b(10, 0.5f);
+  w[37] = std::numeric_limits<float>::quiet_NaN();
+  REQUIRE_THROWS_WITH(sync.gradient_ready(0, w), Catch::Contains("'w'") && Catch::Contains("element 37"));
+  b[9] = -std::numeric_limits<float>::infinity();
+  REQUIRE_THROWS_WITH(sync.gradient_ready(1, b), Catch::Contains("element 9 is -inf"));
+  // the check can be turned off for loss scaling, which skips overflowed steps itself
+  AnySynchronizer unchecked(g.rank(0), kLayout, {}, Options{.check_finite = false});
+  REQUIRE_NOTHROW(unchecked.gradient_ready(1, b));
+  unchecked.wait_all();
 }
 
 TEST_CASE("layer ids out of range are rejected") {

@@ -22,6 +22,9 @@ struct Options {
   std::uint64_t seed = 0;
   /// How long to wait for a peer (or for a layer's aggregate) before failing with PeerError.
   std::chrono::milliseconds timeout{30'000};
+  /// Reject gradients holding NaN or Inf in gradient_ready (one vectorized pass over the span).
+  /// Turn off when a loss scaler deliberately lets overflowed steps through and skips them.
+  bool check_finite = true;
   /// Called from a communication thread after each unit (keep it cheap); empty: nothing.
   std::function<void(const UnitEvent&)> on_unit;
 };
