@@ -1,0 +1,122 @@
+#pragma once
+/// fp32 -> 16-bit float codecs (fp16, bf16): one element in, one 16-bit word out, round to
+/// nearest even, NaN stays NaN, overflow goes to infinity, subnormals are exact. Branch-free
+/// bit arithmetic so the loops vectorize and the same bodies run on a GPU.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "../concept.hpp"
+#include "frame.hpp"
+#include "kernel.hpp"
+
+namespace gradsync::codec::detail {
+
+/// IEEE 754 binary16.
+struct Fp16Format {
+  static constexpr std::uint8_t id = 1;
+  static constexpr std::string_view name = "fp16";
+  GRADSYNC_HD static std::uint16_t from_float(float f) {
+    const std::uint32_t x = float_bits(f);
+    const std::uint32_t sign = (x >> 16) & 0x8000u;
+    const std::uint32_t a = x & 0x7fffffffu;
+    // Normal range: rebias the exponent (127 -> 15) and round the 13 dropped bits to even; a
+    // carry out of the mantissa correctly bumps the exponent, up to infinity at 65520.
+    const std::uint32_t normal = (a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13;
+    // Below 2^-14 the result is a multiple of 2^-24: adding 0.5f makes the FPU round |f| to
+    // exactly that grid (ulp of 0.5 is 2^-24), and the low bits are then the half's bits.
+    const std::uint32_t sub = float_bits(bits_float(a) + 0.5f) - 0x3f000000u;
+    std::uint32_t h = a < 0x38800000u ? sub : normal;
+    h = a >= 0x47800000u ? 0x7c00u : h;                                  // overflow, infinity
+    h = a > 0x7f800000u ? 0x7e00u | ((a >> 13) & 0x3ffu) : h;            // NaN, kept quiet
+    return static_cast<std::uint16_t>(sign | h);
+  }
+  GRADSYNC_HD static float to_float(std::uint16_t h) {
+    const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+    const std::uint32_t a = h & 0x7fffu;
+    std::uint32_t x = (a << 13) + 0x38000000u;                          // normal: rebias
+    x = a >= 0x7c00u ? x + 0x38000000u : x;                              // Inf/NaN: exponent 255
+    // Subnormal m * 2^-24, computed exactly as (2^-14 * (1 + m/1024)) - 2^-14.
+    const std::uint32_t sub = float_bits(bits_float(0x38800000u | (a << 13)) - 0x1p-14f);
+    x = a < 0x0400u ? sub : x;
+    return bits_float(sign | x);
+  }
+};
+
+/// bfloat16: the top half of an fp32 (same exponent range), mantissa rounded to even.
+struct Bf16Format {
+  static constexpr std::uint8_t id = 2;
+  static constexpr std::string_view name = "bf16";
+  GRADSYNC_HD static std::uint16_t from_float(float f) {
+    const std::uint32_t x = float_bits(f);
+    const std::uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+    const bool nan = (x & 0x7fffffffu) > 0x7f800000u;
+    return static_cast<std::uint16_t>(nan ? (x >> 16) | 0x40u : rounded);
+  }
+  GRADSYNC_HD static float to_float(std::uint16_t h) { return bits_float(static_cast<std::uint32_t>(h) << 16); }
+};
+
+/// Elements per kernel index: long enough runs for the vectorizer, many indices for a GPU.
+inline constexpr std::size_t narrow_chunk = 4096;
+
+template <class Format>
+struct NarrowEncodeKernel {
+  const float* in;
+  std::byte* out;
+  std::size_t n;
+  GRADSYNC_HD void operator()(std::size_t chunk) const {
+    const std::size_t end = (chunk + 1) * narrow_chunk < n ? (chunk + 1) * narrow_chunk : n;
+    for (std::size_t i = chunk * narrow_chunk; i < end; ++i) store(out + 2 * i, Format::from_float(in[i]));
+  }
+};
+
+template <class Format, bool Add>
+struct NarrowDecodeKernel {
+  const std::byte* in;
+  float* out;
+  std::size_t n;
+  GRADSYNC_HD void operator()(std::size_t chunk) const {
+    const std::size_t end = (chunk + 1) * narrow_chunk < n ? (chunk + 1) * narrow_chunk : n;
+    for (std::size_t i = chunk * narrow_chunk; i < end; ++i) {
+      const float v = Format::to_float(load<std::uint16_t>(in + 2 * i));
+      out[i] = Add ? out[i] + v : v;
+    }
+  }
+};
+
+/// The codec for one 16-bit format. Summable: fp16/bf16 payloads can be added element-wise.
+/// \tparam Format Fp16Format or Bf16Format
+template <class Format>
+struct Narrow {
+  static constexpr std::uint8_t id = Format::id;
+  /// Units with fewer elements go as fp32; 0 = convert everything (ImageNet-in-4-minutes does).
+  std::uint32_t bypass_below = 0;
+
+  constexpr std::string_view name() const { return Format::name; }
+  constexpr bool lossless() const { return false; }
+  constexpr bool summable() const { return true; }
+  constexpr bool needs_residual() const { return false; }
+  std::size_t encoded_bytes(std::size_t n) const { return framed_bytes(*this, n); }
+  std::size_t encode(std::span<const float> in, std::span<std::byte> out, const EncodeContext& ctx) const {
+    return encode_framed(*this, in, out, ctx);
+  }
+  void decode(std::span<const std::byte> wire, std::span<float> out) const { decode_framed<false>(*this, wire, out); }
+  void decode_add(std::span<const std::byte> wire, std::span<float> acc) const { decode_framed<true>(*this, wire, acc); }
+
+  // frame hooks (detail/frame.hpp)
+  constexpr std::uint32_t wire_bucket(std::size_t) const { return 0; }
+  constexpr std::size_t payload_bytes(std::size_t n) const { return 2 * n; }
+  void encode_payload(std::span<const float> in, std::byte* payload, const EncodeContext&) const {
+    for_each_index(thrust::host, chunks(in.size()), NarrowEncodeKernel<Format>{in.data(), payload, in.size()});
+  }
+  template <bool Add>
+  void decode_payload(const std::byte* payload, std::span<float> out) const {
+    for_each_index(thrust::host, chunks(out.size()), NarrowDecodeKernel<Format, Add>{payload, out.data(), out.size()});
+  }
+
+ private:
+  static constexpr std::size_t chunks(std::size_t n) { return (n + narrow_chunk - 1) / narrow_chunk; }
+};
+
+}  // namespace gradsync::codec::detail
