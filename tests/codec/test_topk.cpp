@@ -39,20 +39,7 @@ TEST_CASE("TopK picks ties at the threshold by lowest index", "[codec][topk]") {
 
 TEST_CASE("TopK with a residual conserves the gradient", "[codec][topk]") {
   const TopK c{.ratio = 0.05f, .bypass_below = 0};
-  const std::size_t n = 20'000, iterations = 40;
-  std::vector<float> residual(n, 0.0f);
-  std::vector<double> sent(n, 0.0), given(n, 0.0);
-  for (std::size_t t = 0; t < iterations; ++t) {
-    const auto g = test_util::gaussian(n, 300 + unsigned(t));
-    const auto d = test_util::decode(c, test_util::encode(c, g, {.residual = residual}), n);
-    for (std::size_t i = 0; i < n; ++i) {
-      sent[i] += d[i];
-      given[i] += g[i];
-    }
-  }
-  double worst = 0.0;
-  for (std::size_t i = 0; i < n; ++i) worst = std::max(worst, std::fabs(sent[i] + residual[i] - given[i]));
-  CHECK(worst < 1e-4);
+  CHECK(test_util::conservation_error(c, 20'000, 40, 300) < 1e-4);
 }
 
 TEST_CASE("TopK rejects a ratio outside (0, 1]", "[codec][topk]") {

@@ -34,39 +34,25 @@ struct OneBit {
   constexpr bool lossless() const { return false; }
   constexpr bool summable() const { return false; }
   constexpr bool needs_residual() const { return true; }
-  std::size_t encoded_bytes(std::size_t n) const { return detail::framed_bytes(*this, n); }
-  std::size_t encode(std::span<const float> in, std::span<std::byte> out, const EncodeContext& ctx) const {
-    return detail::encode_framed(*this, in, out, ctx);
-  }
-  void decode(std::span<const std::byte> wire, std::span<float> out) const { detail::decode_framed<false>(*this, wire, out); }
-  void decode_add(std::span<const std::byte> wire, std::span<float> acc) const { detail::decode_framed<true>(*this, wire, acc); }
+  GRADSYNC_FRAMED_CODEC_API
 
   // frame hooks (detail/frame.hpp)
-  std::uint32_t wire_bucket(std::size_t) const {
-    if (bucket == 0 || bucket % 32 != 0)
-      throw ConfigError("gradsync: onebit bucket " + std::to_string(bucket) +
-                        " is not a positive multiple of 32 (one word of sign bits)");
-    return bucket;
-  }
+  std::uint32_t wire_bucket(std::size_t) const { return detail::checked_bucket(name(), bucket, 32, "one word of sign bits"); }
   std::size_t payload_bytes(std::size_t n) const {
-    const std::size_t full = n / wire_bucket(n), rest = n % bucket;
-    return full * detail::onebit_record_bytes(bucket) + (rest ? detail::onebit_record_bytes(rest) : 0);
+    return detail::bucketed_bytes(n, wire_bucket(n), detail::onebit_record_bytes);
   }
   void encode_payload(std::span<const float> in, std::byte* payload, const EncodeContext& ctx) const {
     const std::size_t n = in.size();
     if (ctx.residual.empty())
-      detail::for_each_index(thrust::host, buckets(n), detail::OneBitEncodeKernel<false>{in.data(), nullptr, payload, n, bucket});
+      detail::for_each_index(thrust::host, detail::bucket_count(n, bucket), detail::OneBitEncodeKernel<false>{in.data(), nullptr, payload, n, bucket});
     else
-      detail::for_each_index(thrust::host, buckets(n),
+      detail::for_each_index(thrust::host, detail::bucket_count(n, bucket),
                              detail::OneBitEncodeKernel<true>{in.data(), ctx.residual.data(), payload, n, bucket});
   }
   template <bool Add>
   void decode_payload(const std::byte* payload, std::span<float> out) const {
-    detail::for_each_index(thrust::host, buckets(out.size()), detail::OneBitDecodeKernel<Add>{payload, out.data(), out.size(), bucket});
+    detail::for_each_index(thrust::host, detail::bucket_count(out.size(), bucket), detail::OneBitDecodeKernel<Add>{payload, out.data(), out.size(), bucket});
   }
-
- private:
-  std::size_t buckets(std::size_t n) const { return (n + bucket - 1) / bucket; }
 };
 GRADSYNC_CHECK_CODEC(OneBit);
 

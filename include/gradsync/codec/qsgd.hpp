@@ -51,37 +51,25 @@ struct Qsgd {
   constexpr bool lossless() const { return false; }
   constexpr bool summable() const { return false; }
   constexpr bool needs_residual() const { return false; }
-  std::size_t encoded_bytes(std::size_t n) const { return detail::framed_bytes(*this, n); }
-  std::size_t encode(std::span<const float> in, std::span<std::byte> out, const EncodeContext& ctx) const {
-    return detail::encode_framed(*this, in, out, ctx);
-  }
-  void decode(std::span<const std::byte> wire, std::span<float> out) const { detail::decode_framed<false>(*this, wire, out); }
-  void decode_add(std::span<const std::byte> wire, std::span<float> acc) const { detail::decode_framed<true>(*this, wire, acc); }
+  GRADSYNC_FRAMED_CODEC_API
 
   // frame hooks (detail/frame.hpp)
   std::uint32_t wire_bucket(std::size_t) const {
-    if (bucket == 0 || bucket % Layout::group != 0)
-      throw ConfigError("gradsync: " + std::string(name()) + " bucket " + std::to_string(bucket) +
-                        " is not a positive multiple of 128 (the packing group)");
-    return bucket;
+    return detail::checked_bucket(name(), bucket, Layout::group, "the packing group");
   }
   std::size_t payload_bytes(std::size_t n) const {
-    const std::size_t full = n / wire_bucket(n), rest = n % bucket;
-    return full * Layout::record_bytes(bucket) + (rest ? Layout::record_bytes(rest) : 0);
+    return detail::bucketed_bytes(n, wire_bucket(n), Layout::record_bytes);
   }
   void encode_payload(std::span<const float> in, std::byte* payload, const EncodeContext& ctx) const {
-    detail::for_each_index(thrust::host, buckets(in.size()),
+    detail::for_each_index(thrust::host, detail::bucket_count(in.size(), bucket),
                            detail::QsgdEncodeKernel<Bits>{in.data(), payload, in.size(), bucket,
                                                           norm == QsgdNorm::l2, detail::stream_key(ctx)});
   }
   template <bool Add>
   void decode_payload(const std::byte* payload, std::span<float> out) const {
-    detail::for_each_index(thrust::host, buckets(out.size()),
+    detail::for_each_index(thrust::host, detail::bucket_count(out.size(), bucket),
                            detail::QsgdDecodeKernel<Bits, Add>{payload, out.data(), out.size(), bucket});
   }
-
- private:
-  std::size_t buckets(std::size_t n) const { return (n + bucket - 1) / bucket; }
 };
 
 GRADSYNC_CHECK_CODEC(Qsgd<2>);

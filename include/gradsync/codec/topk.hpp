@@ -37,12 +37,7 @@ struct TopK {
   constexpr bool lossless() const { return false; }
   constexpr bool summable() const { return false; }
   constexpr bool needs_residual() const { return true; }
-  std::size_t encoded_bytes(std::size_t n) const { return detail::framed_bytes(*this, n); }
-  std::size_t encode(std::span<const float> in, std::span<std::byte> out, const EncodeContext& ctx) const {
-    return detail::encode_framed(*this, in, out, ctx);
-  }
-  void decode(std::span<const std::byte> wire, std::span<float> out) const { detail::decode_framed<false>(*this, wire, out); }
-  void decode_add(std::span<const std::byte> wire, std::span<float> acc) const { detail::decode_framed<true>(*this, wire, acc); }
+  GRADSYNC_FRAMED_CODEC_API
 
   /// Elements sent for a unit of n (at least one of a non-empty unit).
   std::size_t kept(std::size_t n) const {

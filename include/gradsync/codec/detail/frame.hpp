@@ -11,17 +11,35 @@
 ///
 /// decode_payload is only called after the header and the payload size matched, so it may
 /// read payload_bytes(out.size()) bytes; it validates whatever the payload itself encodes.
+/// GRADSYNC_FRAMED_CODEC_API, inside the codec's struct, defines the Codec concept's
+/// encoded_bytes, encode, decode and decode_add through this frame.
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "../bypass.hpp"
 #include "../identity.hpp"
 #include "../wire.hpp"
 
 namespace gradsync::codec::detail {
+
+/// A bucket option must be a positive multiple of the packing unit `multiple` (`why` says what
+/// that unit is); returns it for the header.
+inline std::uint32_t checked_bucket(std::string_view codec, std::uint32_t bucket, std::uint32_t multiple, const char* why) {
+  if (bucket == 0 || bucket % multiple != 0)
+    throw ConfigError("gradsync: " + std::string(codec) + " bucket " + std::to_string(bucket) +
+                      " is not a positive multiple of " + std::to_string(multiple) + " (" + why + ")");
+  return bucket;
+}
+
+/// Payload bytes of n elements in buckets whose record for len elements takes record(len) bytes.
+template <class Record>
+std::size_t bucketed_bytes(std::size_t n, std::size_t bucket, Record record) {
+  return n / bucket * record(bucket) + (n % bucket ? record(n % bucket) : 0);
+}
 
 template <class C>
 bool bypassed(const C& c, std::size_t n) {
@@ -84,3 +102,19 @@ void decode_framed(const C& c, std::span<const std::byte> wire, std::span<float>
 }
 
 }  // namespace gradsync::codec::detail
+
+// A macro rather than a CRTP base: a base class would break designated initializers such as
+// Qsgd<8>{.bucket = 1024} (-Wmissing-field-initializers) for every user.
+#define GRADSYNC_FRAMED_CODEC_API                                                                     \
+  std::size_t encoded_bytes(std::size_t n) const { return ::gradsync::codec::detail::framed_bytes(*this, n); } \
+  std::size_t encode(std::span<const float> in, std::span<std::byte> out,                              \
+                     const ::gradsync::codec::EncodeContext& ctx) const {                              \
+    return ::gradsync::codec::detail::encode_framed(*this, in, out, ctx);                              \
+  }                                                                                                     \
+  void decode(std::span<const std::byte> wire, std::span<float> out) const {                           \
+    ::gradsync::codec::detail::decode_framed<false>(*this, wire, out);                                 \
+  }                                                                                                     \
+  void decode_add(std::span<const std::byte> wire, std::span<float> acc) const {                       \
+    ::gradsync::codec::detail::decode_framed<true>(*this, wire, acc);                                  \
+  }
+

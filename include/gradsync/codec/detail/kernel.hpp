@@ -39,6 +39,17 @@ void for_each_index(const Policy& policy, std::size_t n, const F& f) {
                    thrust::counting_iterator<std::size_t>(n), f);
 }
 
+GRADSYNC_HD constexpr std::size_t bucket_count(std::size_t n, std::size_t bucket) { return (n + bucket - 1) / bucket; }
+
+/// Elements [begin, begin + len) of bucket b in a unit of n split into buckets of `bucket`.
+struct BucketRange {
+  std::size_t begin, len;
+};
+GRADSYNC_HD inline BucketRange bucket_range(std::size_t b, std::size_t bucket, std::size_t n) {
+  const std::size_t begin = b * bucket;
+  return {begin, n - begin < bucket ? n - begin : bucket};
+}
+
 /// Unaligned, aliasing-safe loads and stores on wire bytes (compile to plain moves).
 template <class T>
 GRADSYNC_HD inline T load(const std::byte* p) {

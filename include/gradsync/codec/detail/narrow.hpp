@@ -66,8 +66,8 @@ struct NarrowEncodeKernel {
   std::byte* out;
   std::size_t n;
   GRADSYNC_HD void operator()(std::size_t chunk) const {
-    const std::size_t end = (chunk + 1) * narrow_chunk < n ? (chunk + 1) * narrow_chunk : n;
-    for (std::size_t i = chunk * narrow_chunk; i < end; ++i) store(out + 2 * i, Format::from_float(in[i]));
+    const auto [begin, len] = bucket_range(chunk, narrow_chunk, n);
+    for (std::size_t i = begin; i < begin + len; ++i) store(out + 2 * i, Format::from_float(in[i]));
   }
 };
 
@@ -77,8 +77,8 @@ struct NarrowDecodeKernel {
   float* out;
   std::size_t n;
   GRADSYNC_HD void operator()(std::size_t chunk) const {
-    const std::size_t end = (chunk + 1) * narrow_chunk < n ? (chunk + 1) * narrow_chunk : n;
-    for (std::size_t i = chunk * narrow_chunk; i < end; ++i) {
+    const auto [begin, len] = bucket_range(chunk, narrow_chunk, n);
+    for (std::size_t i = begin; i < begin + len; ++i) {
       const float v = Format::to_float(load<std::uint16_t>(in + 2 * i));
       out[i] = Add ? out[i] + v : v;
     }
@@ -97,26 +97,18 @@ struct Narrow {
   constexpr bool lossless() const { return false; }
   constexpr bool summable() const { return true; }
   constexpr bool needs_residual() const { return false; }
-  std::size_t encoded_bytes(std::size_t n) const { return framed_bytes(*this, n); }
-  std::size_t encode(std::span<const float> in, std::span<std::byte> out, const EncodeContext& ctx) const {
-    return encode_framed(*this, in, out, ctx);
-  }
-  void decode(std::span<const std::byte> wire, std::span<float> out) const { decode_framed<false>(*this, wire, out); }
-  void decode_add(std::span<const std::byte> wire, std::span<float> acc) const { decode_framed<true>(*this, wire, acc); }
+  GRADSYNC_FRAMED_CODEC_API
 
   // frame hooks (detail/frame.hpp)
   constexpr std::uint32_t wire_bucket(std::size_t) const { return 0; }
   constexpr std::size_t payload_bytes(std::size_t n) const { return 2 * n; }
   void encode_payload(std::span<const float> in, std::byte* payload, const EncodeContext&) const {
-    for_each_index(thrust::host, chunks(in.size()), NarrowEncodeKernel<Format>{in.data(), payload, in.size()});
+    for_each_index(thrust::host, bucket_count(in.size(), narrow_chunk), NarrowEncodeKernel<Format>{in.data(), payload, in.size()});
   }
   template <bool Add>
   void decode_payload(const std::byte* payload, std::span<float> out) const {
-    for_each_index(thrust::host, chunks(out.size()), NarrowDecodeKernel<Format, Add>{payload, out.data(), out.size()});
+    for_each_index(thrust::host, bucket_count(out.size(), narrow_chunk), NarrowDecodeKernel<Format, Add>{payload, out.data(), out.size()});
   }
-
- private:
-  static constexpr std::size_t chunks(std::size_t n) { return (n + narrow_chunk - 1) / narrow_chunk; }
 };
 
 }  // namespace gradsync::codec::detail

@@ -24,8 +24,7 @@ struct OneBitEncodeKernel {
   std::size_t bucket;
 
   GRADSYNC_HD void operator()(std::size_t b) const {
-    const std::size_t begin = b * bucket;
-    const std::size_t len = n - begin < bucket ? n - begin : bucket;
+    const auto [begin, len] = bucket_range(b, bucket, n);
     const float* v = in + begin;
     if constexpr (Feedback) {
       float* r = residual + begin;
@@ -62,8 +61,7 @@ struct OneBitDecodeKernel {
   std::size_t bucket;
 
   GRADSYNC_HD void operator()(std::size_t b) const {
-    const std::size_t begin = b * bucket;
-    const std::size_t len = n - begin < bucket ? n - begin : bucket;
+    const auto [begin, len] = bucket_range(b, bucket, n);
     const std::byte* rec = in + b * onebit_record_bytes(bucket);
     const float plus = load<float>(rec), minus = load<float>(rec + 4);
     float* o = out + begin;

@@ -41,8 +41,7 @@ struct QsgdEncodeKernel {
   std::uint64_t key;
 
   GRADSYNC_HD void operator()(std::size_t b) const {
-    const std::size_t begin = b * bucket;
-    const std::size_t len = n - begin < bucket ? n - begin : bucket;
+    const auto [begin, len] = bucket_range(b, bucket, n);
     const float* v = in + begin;
     const float scale = l2 ? sqrtf(lane_sum(len, [v](std::size_t i) { return v[i] * v[i]; })) : max_abs(v, len);
     std::byte* rec = out + b * L::record_bytes(bucket);
@@ -84,8 +83,7 @@ struct QsgdDecodeKernel {
   std::size_t bucket;
 
   GRADSYNC_HD void operator()(std::size_t b) const {
-    const std::size_t begin = b * bucket;
-    const std::size_t len = n - begin < bucket ? n - begin : bucket;
+    const auto [begin, len] = bucket_range(b, bucket, n);
     const std::byte* rec = in + b * L::record_bytes(bucket);
     const float step = load<float>(rec) / static_cast<float>(L::levels);
     rec += 4;
