@@ -17,6 +17,8 @@ namespace gradsync::codec::detail {
 struct Fp16Format {
   static constexpr std::uint8_t id = 1;
   static constexpr std::string_view name = "fp16";
+  // Integer arithmetic only: with the default -ftrapping-math GCC will not execute a float op
+  // speculatively, so any float op on one path of a select turns the loop into branches.
   GRADSYNC_HD static std::uint16_t from_float(float f) {
     const std::uint32_t x = float_bits(f);
     const std::uint32_t sign = (x >> 16) & 0x8000u;
@@ -24,23 +26,28 @@ struct Fp16Format {
     // Normal range: rebias the exponent (127 -> 15) and round the 13 dropped bits to even; a
     // carry out of the mantissa correctly bumps the exponent, up to infinity at 65520.
     const std::uint32_t normal = (a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13;
-    // Below 2^-14 the result is a multiple of 2^-24: adding 0.5f makes the FPU round |f| to
-    // exactly that grid (ulp of 0.5 is 2^-24), and the low bits are then the half's bits.
-    const std::uint32_t sub = float_bits(bits_float(a) + 0.5f) - 0x3f000000u;
+    // Below 2^-14 the result is |f| / 2^-24 rounded to even: the mantissa with its hidden bit,
+    // shifted right by 126 - exponent (capped: everything under 2^-25 rounds to zero).
+    const std::uint32_t shift = 126u - (a >> 23) < 31u ? 126u - (a >> 23) : 31u;
+    const std::uint32_t m = (a & 0x7fffffu) | 0x800000u;
+    const std::uint32_t q = m >> shift, rest = m - (q << shift), half = 1u << (shift - 1);
+    const std::uint32_t sub = q + (rest + (q & 1u) > half);  // up when above half, or a tie and q odd
     std::uint32_t h = a < 0x38800000u ? sub : normal;
-    h = a >= 0x47800000u ? 0x7c00u : h;                                  // overflow, infinity
-    h = a > 0x7f800000u ? 0x7e00u | ((a >> 13) & 0x3ffu) : h;            // NaN, kept quiet
+    h = a >= 0x47800000u ? 0x7c00u : h;                        // overflow, infinity
+    h = a > 0x7f800000u ? 0x7e00u | ((a >> 13) & 0x3ffu) : h;  // NaN, kept quiet
     return static_cast<std::uint16_t>(sign | h);
   }
   GRADSYNC_HD static float to_float(std::uint16_t h) {
     const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
     const std::uint32_t a = h & 0x7fffu;
-    std::uint32_t x = (a << 13) + 0x38000000u;                          // normal: rebias
-    x = a >= 0x7c00u ? x + 0x38000000u : x;                              // Inf/NaN: exponent 255
-    // Subnormal m * 2^-24, computed exactly as (2^-14 * (1 + m/1024)) - 2^-14.
+    std::uint32_t x = (a << 13) + 0x38000000u;  // normal: rebias
+    x = a >= 0x7c00u ? x + 0x38000000u : x;     // Inf/NaN: exponent 255
+    // Subnormal m * 2^-24 = (2^-14 * (1 + m/1024)) - 2^-14, exact, and no operand or result is
+    // a float subnormal (so flush-to-zero modes cannot change it). Merged with a mask, not a
+    // select, so that the float op stays unconditional and the loop vectorizes (see above).
     const std::uint32_t sub = float_bits(bits_float(0x38800000u | (a << 13)) - 0x1p-14f);
-    x = a < 0x0400u ? sub : x;
-    return bits_float(sign | x);
+    const std::uint32_t is_sub = 0u - static_cast<std::uint32_t>(a < 0x0400u);
+    return bits_float(sign | (x & ~is_sub) | (sub & is_sub));
   }
 };
 
@@ -67,7 +74,9 @@ struct NarrowEncodeKernel {
   std::size_t n;
   GRADSYNC_HD void operator()(std::size_t chunk) const {
     const auto [begin, len] = bucket_range(chunk, narrow_chunk, n);
-    for (std::size_t i = begin; i < begin + len; ++i) store(out + 2 * i, Format::from_float(in[i]));
+    const float* src = in;  // locals: byte stores could alias the members and force reloads
+    std::byte* dst = out;
+    for (std::size_t i = begin; i < begin + len; ++i) store(dst + 2 * i, Format::from_float(src[i]));
   }
 };
 

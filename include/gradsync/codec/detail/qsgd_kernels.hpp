@@ -57,18 +57,20 @@ struct QsgdEncodeKernel {
     }
   }
 
-  /// Stochastic rounding of one group: level l + 1 with probability r - l, so E[q] = r.
+  /// Stochastic rounding of one group: q = floor(r + u) with u uniform in [0, 1) is l + 1
+  /// with probability r - l, so E[q] = r (and needs no branch: it vectorizes).
   GRADSYNC_HD void pack(const float* v, std::size_t first, float mult, std::byte* dst) const {
+    constexpr auto s = static_cast<std::int32_t>(L::levels);
     std::uint32_t w[L::words] = {};
     for (std::uint32_t f = 0; f < L::fields; ++f)
       for (std::uint32_t k = 0; k < L::words; ++k) {
         const std::uint32_t o = f * L::words + k;
         const std::uint32_t x = float_bits(v[o]);
         float r = bits_float(x & 0x7fffffffu) * mult;
-        r = r < static_cast<float>(L::levels) ? r : static_cast<float>(L::levels);  // also maps NaN
-        const std::uint32_t l = static_cast<std::uint32_t>(r);
-        const std::uint32_t q = l + (uniform(key, static_cast<std::uint32_t>(first + o)) < r - static_cast<float>(l));
-        w[k] |= (q | (x >> 31) << (Bits - 1)) << (f * Bits);
+        r = r < static_cast<float>(s) ? r : static_cast<float>(s);  // r <= s already; maps NaN too
+        auto q = static_cast<std::int32_t>(r + uniform(key, static_cast<std::uint32_t>(first + o)));
+        q = q < s ? q : s;  // r + u can round up to s + 1 in float
+        w[k] |= (static_cast<std::uint32_t>(q) | (x >> 31) << (Bits - 1)) << (f * Bits);
       }
     memcpy(dst, w, sizeof w);
   }
@@ -105,7 +107,7 @@ struct QsgdDecodeKernel {
     for (std::uint32_t f = 0; f < L::fields; ++f)
       for (std::uint32_t k = 0; k < L::words; ++k) {
         const std::uint32_t field = (w[k] >> (f * Bits)) & mask;
-        const float mag = static_cast<float>(field & L::levels) * step;
+        const float mag = static_cast<float>(static_cast<std::int32_t>(field & L::levels)) * step;
         const float v = bits_float(float_bits(mag) | (field >> (Bits - 1)) << 31);
         float& d = dst[f * L::words + k];
         d = Add ? d + v : v;
