@@ -6,9 +6,9 @@
 #include "codec_cases.hpp"
 #include "test_util.hpp"
 
-TEST_CASE("decode_add == decode + add for every codec", "[codec]") {
+TEST_CASE("decode_add == decode + add for every codec and unit size", "[codec]") {
   for (std::string_view spec : codec_cases::specs) {
-    for (std::size_t n : {std::size_t{1}, std::size_t{777}, std::size_t{20'000}}) {
+    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{777}, std::size_t{20'000}}) {  // 0: found by the fuzzer
       INFO(spec << " with " << n << " elements");
       const auto c = codec_cases::make(spec);
       const auto v = test_util::gaussian(n, 31);
