@@ -1,7 +1,9 @@
 // decode_add(wire, acc) gives bit for bit what decode followed by an element-wise add gives.
 #include <catch2/catch.hpp>
 
-#include <cstring>
+#include <algorithm>
+#include <bit>
+#include <cstdint>
 
 #include "codec_cases.hpp"
 #include "test_util.hpp"
@@ -18,7 +20,9 @@ TEST_CASE("decode_add == decode + add for every codec and unit size", "[codec]")
       const auto d = test_util::decode(c, wire, n);
       for (std::size_t i = 0; i < n; ++i) expected[i] += d[i];
       c.decode_add(wire, acc);
-      CHECK(std::memcmp(acc.data(), expected.data(), n * sizeof(float)) == 0);
+      CHECK(std::equal(acc.begin(), acc.end(), expected.begin(), [](float a, float b) {
+        return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+      }));
     }
   }
 }

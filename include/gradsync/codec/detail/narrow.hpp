@@ -27,8 +27,10 @@ struct Fp16Format {
     // carry out of the mantissa correctly bumps the exponent, up to infinity at 65520.
     const std::uint32_t normal = (a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13;
     // Below 2^-14 the result is |f| / 2^-24 rounded to even: the mantissa with its hidden bit,
-    // shifted right by 126 - exponent (capped: everything under 2^-25 rounds to zero).
-    const std::uint32_t shift = 126u - (a >> 23) < 31u ? 126u - (a >> 23) : 31u;
+    // shifted right by 126 - exponent, kept in [14, 31] for every input (everything under
+    // 2^-25 rounds to zero; for larger exponents this value is not used).
+    const std::uint32_t e = (a >> 23) < 112u ? (a >> 23) : 112u;
+    const std::uint32_t shift = 126u - e < 31u ? 126u - e : 31u;
     const std::uint32_t m = (a & 0x7fffffu) | 0x800000u;
     const std::uint32_t q = m >> shift, rest = m - (q << shift), half = 1u << (shift - 1);
     const std::uint32_t sub = q + (rest + (q & 1u) > half);  // up when above half, or a tie and q odd
