@@ -89,15 +89,15 @@ class AnyCodec {
     } catch (const ConfigError& e) {
       throw fail(e.what());
     }
-    if (ef) {
-      if (auto* h = std::get_if<Half>(&c.v_)) c = ErrorFeedback<Half>{*h};
-      else if (auto* b = std::get_if<BFloat16>(&c.v_)) c = ErrorFeedback<BFloat16>{*b};
-      else if (auto* q2 = std::get_if<Qsgd<2>>(&c.v_)) c = ErrorFeedback<Qsgd<2>>{*q2};
-      else if (auto* q4 = std::get_if<Qsgd<4>>(&c.v_)) c = ErrorFeedback<Qsgd<4>>{*q4};
-      else if (auto* q8 = std::get_if<Qsgd<8>>(&c.v_)) c = ErrorFeedback<Qsgd<8>>{*q8};
-      else if (auto* q16 = std::get_if<Qsgd<16>>(&c.v_)) c = ErrorFeedback<Qsgd<16>>{*q16};
-      else throw fail("ef+ needs fp16, bf16 or qsgdN (fp32 loses nothing; onebit and topk keep their own residual)");
-    }
+    if (ef)
+      c = std::visit(
+          [&](const auto& x) -> AnyCodec {
+            if constexpr (std::constructible_from<Variant, ErrorFeedback<std::decay_t<decltype(x)>>>)
+              return ErrorFeedback<std::decay_t<decltype(x)>>{x};
+            else
+              throw fail("ef+ needs fp16, bf16 or qsgdN (fp32 loses nothing; onebit and topk keep their own residual)");
+          },
+          c.v_);
     return c;
   }
 
