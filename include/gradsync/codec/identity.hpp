@@ -27,12 +27,12 @@ struct Identity {
     if (out.size() < bytes) throw UsageError("gradsync: fp32 encode needs an output of encoded_bytes(n) bytes");
     write_header(out, {.codec = id, .elements = static_cast<std::uint32_t>(in.size()),
                        .payload_bytes = static_cast<std::uint32_t>(in.size() * sizeof(float))});
-    std::memcpy(out.data() + header_bytes, in.data(), in.size_bytes());
+    if (!in.empty()) std::memcpy(out.data() + header_bytes, in.data(), in.size_bytes());  // data() may be null
     return bytes;
   }
   void decode(std::span<const std::byte> wire, std::span<float> out) const {
     read_header(wire, id, out.size(), "fp32");
-    std::memcpy(out.data(), wire.data() + header_bytes, out.size_bytes());
+    if (!out.empty()) std::memcpy(out.data(), wire.data() + header_bytes, out.size_bytes());
   }
   void decode_add(std::span<const std::byte> wire, std::span<float> acc) const {
     read_header(wire, id, acc.size(), "fp32");

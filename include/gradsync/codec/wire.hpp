@@ -38,10 +38,12 @@ inline void write_header(std::span<std::byte> out, const WireHeader& h) {
   std::memcpy(out.data(), &h, header_bytes);
 }
 
-/// Reads and validates the header of `wire`: magic, version, codec id, element count, and that
-/// the payload size it announces is exactly what follows.
+/// Reads and validates the header of `wire`: magic, version, codec id, element count, bucket
+/// field (0 for codecs without buckets), and that the payload size it announces is exactly what
+/// follows.
 inline WireHeader read_header(std::span<const std::byte> wire, std::uint8_t expected_codec,
-                              std::size_t expected_elements, const char* codec_name) {
+                              std::size_t expected_elements, const char* codec_name,
+                              std::uint32_t expected_bucket = 0) {
   auto fail = [&](const std::string& what) {
     throw WireError(std::string("gradsync: ") + codec_name + " payload rejected: " + what);
   };
@@ -57,6 +59,9 @@ inline WireHeader read_header(std::span<const std::byte> wire, std::uint8_t expe
   if (h.elements != expected_elements)
     fail("carries " + std::to_string(h.elements) + " elements, the receiver expects " +
          std::to_string(expected_elements) + " (ranks must use the same model layout and slicing)");
+  if (h.bucket != expected_bucket)
+    fail("bucket field " + std::to_string(h.bucket) + ", the receiver expects " + std::to_string(expected_bucket) +
+         " (ranks must use the same codec options)");
   if (h.payload_bytes != wire.size() - header_bytes)
     fail("header announces " + std::to_string(h.payload_bytes) + " payload bytes but " +
          std::to_string(wire.size() - header_bytes) + " arrived (truncated or oversized)");

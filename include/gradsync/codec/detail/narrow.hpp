@@ -1,0 +1,125 @@
+#pragma once
+/// fp32 -> 16-bit float codecs (fp16, bf16): one element in, one 16-bit word out, round to
+/// nearest even, NaN stays NaN, overflow goes to infinity, subnormals are exact. Branch-free
+/// bit arithmetic so the loops vectorize and the same bodies run on a GPU.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "../concept.hpp"
+#include "frame.hpp"
+#include "kernel.hpp"
+
+namespace gradsync::codec::detail {
+
+/// IEEE 754 binary16.
+struct Fp16Format {
+  static constexpr std::uint8_t id = 1;
+  static constexpr std::string_view name = "fp16";
+  // Integer arithmetic only: with the default -ftrapping-math GCC will not execute a float op
+  // speculatively, so any float op on one path of a select turns the loop into branches.
+  GRADSYNC_HD static std::uint16_t from_float(float f) {
+    const std::uint32_t x = float_bits(f);
+    const std::uint32_t sign = (x >> 16) & 0x8000u;
+    const std::uint32_t a = x & 0x7fffffffu;
+    // Normal range: rebias the exponent (127 -> 15) and round the 13 dropped bits to even; a
+    // carry out of the mantissa correctly bumps the exponent, up to infinity at 65520.
+    const std::uint32_t normal = (a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13;
+    // Below 2^-14 the result is |f| / 2^-24 rounded to even: the mantissa with its hidden bit,
+    // shifted right by 126 - exponent, kept in [14, 31] for every input (everything under
+    // 2^-25 rounds to zero; for larger exponents this value is not used).
+    const std::uint32_t e = (a >> 23) < 112u ? (a >> 23) : 112u;
+    const std::uint32_t shift = 126u - e < 31u ? 126u - e : 31u;
+    const std::uint32_t m = (a & 0x7fffffu) | 0x800000u;
+    const std::uint32_t q = m >> shift, rest = m - (q << shift), half = 1u << (shift - 1);
+    const std::uint32_t sub = q + (rest + (q & 1u) > half);  // up when above half, or a tie and q odd
+    std::uint32_t h = a < 0x38800000u ? sub : normal;
+    h = a >= 0x47800000u ? 0x7c00u : h;                        // overflow, infinity
+    h = a > 0x7f800000u ? 0x7e00u | ((a >> 13) & 0x3ffu) : h;  // NaN, kept quiet
+    return static_cast<std::uint16_t>(sign | h);
+  }
+  GRADSYNC_HD static float to_float(std::uint16_t h) {
+    const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+    const std::uint32_t a = h & 0x7fffu;
+    std::uint32_t x = (a << 13) + 0x38000000u;  // normal: rebias
+    x = a >= 0x7c00u ? x + 0x38000000u : x;     // Inf/NaN: exponent 255
+    // Subnormal m * 2^-24 = (2^-14 * (1 + m/1024)) - 2^-14, exact, and no operand or result is
+    // a float subnormal (so flush-to-zero modes cannot change it). Merged with a mask, not a
+    // select, so that the float op stays unconditional and the loop vectorizes (see above).
+    const std::uint32_t sub = float_bits(bits_float(0x38800000u | (a << 13)) - 0x1p-14f);
+    const std::uint32_t is_sub = 0u - static_cast<std::uint32_t>(a < 0x0400u);
+    return bits_float(sign | (x & ~is_sub) | (sub & is_sub));
+  }
+};
+
+/// bfloat16: the top half of an fp32 (same exponent range), mantissa rounded to even.
+struct Bf16Format {
+  static constexpr std::uint8_t id = 2;
+  static constexpr std::string_view name = "bf16";
+  GRADSYNC_HD static std::uint16_t from_float(float f) {
+    const std::uint32_t x = float_bits(f);
+    const std::uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+    const bool nan = (x & 0x7fffffffu) > 0x7f800000u;
+    return static_cast<std::uint16_t>(nan ? (x >> 16) | 0x40u : rounded);
+  }
+  GRADSYNC_HD static float to_float(std::uint16_t h) { return bits_float(static_cast<std::uint32_t>(h) << 16); }
+};
+
+/// Elements per kernel index: long enough runs for the vectorizer, many indices for a GPU.
+inline constexpr std::size_t narrow_chunk = 4096;
+
+template <class Format>
+struct NarrowEncodeKernel {
+  const float* in;
+  std::byte* out;
+  std::size_t n;
+  GRADSYNC_HD void operator()(std::size_t chunk) const {
+    const auto [begin, len] = bucket_range(chunk, narrow_chunk, n);
+    const float* src = in;  // locals: byte stores could alias the members and force reloads
+    std::byte* dst = out;
+    for (std::size_t i = begin; i < begin + len; ++i) store(dst + 2 * i, Format::from_float(src[i]));
+  }
+};
+
+template <class Format, bool Add>
+struct NarrowDecodeKernel {
+  const std::byte* in;
+  float* out;
+  std::size_t n;
+  GRADSYNC_HD void operator()(std::size_t chunk) const {
+    const auto [begin, len] = bucket_range(chunk, narrow_chunk, n);
+    for (std::size_t i = begin; i < begin + len; ++i) {
+      const float v = Format::to_float(load<std::uint16_t>(in + 2 * i));
+      out[i] = Add ? out[i] + v : v;
+    }
+  }
+};
+
+/// The codec for one 16-bit format. Summable: fp16/bf16 payloads can be added element-wise.
+/// \tparam Format Fp16Format or Bf16Format
+template <class Format>
+struct Narrow {
+  static constexpr std::uint8_t id = Format::id;
+  /// Units with fewer elements go as fp32; 0 = convert everything (ImageNet-in-4-minutes does).
+  std::uint32_t bypass_below = 0;
+
+  constexpr std::string_view name() const { return Format::name; }
+  constexpr bool lossless() const { return false; }
+  constexpr bool summable() const { return true; }
+  constexpr bool needs_residual() const { return false; }
+  GRADSYNC_FRAMED_CODEC_API
+
+  // frame hooks (detail/frame.hpp)
+  constexpr std::uint32_t wire_bucket(std::size_t) const { return 0; }
+  constexpr std::size_t payload_bytes(std::size_t n) const { return 2 * n; }
+  void encode_payload(std::span<const float> in, std::byte* payload, const EncodeContext&) const {
+    for_each_index(thrust::host, bucket_count(in.size(), narrow_chunk), NarrowEncodeKernel<Format>{in.data(), payload, in.size()});
+  }
+  template <bool Add>
+  void decode_payload(const std::byte* payload, std::span<float> out) const {
+    for_each_index(thrust::host, bucket_count(out.size(), narrow_chunk), NarrowDecodeKernel<Format, Add>{payload, out.data(), out.size()});
+  }
+};
+
+}  // namespace gradsync::codec::detail

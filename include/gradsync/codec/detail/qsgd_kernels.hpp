@@ -1,0 +1,118 @@
+#pragma once
+/// QSGD kernels, one bucket per kernel index. Payload layout, bucket after bucket:
+///
+///   float scale (max |v| or ||v||_2 of the bucket)
+///   groups of 128 elements, each 4*Bits 32-bit words; element o of a group lives in word
+///   o % (4*Bits), field o / (4*Bits): Bits wide, sign in its top bit, level q in [0, s] below.
+///   A bucket's last group is zero-padded; bucket sizes are multiples of 128.
+///
+/// The striped field order makes packing a stride-1 loop over words (vectorizes on a CPU,
+/// coalesces on a GPU) while keeping the density at exactly Bits per element.
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "kernel.hpp"
+#include "reduce.hpp"
+#include "rng.hpp"
+
+namespace gradsync::codec::detail {
+
+/// Layout constants of one bit width.
+/// \tparam Bits bits per element, sign included
+template <unsigned Bits>
+struct QsgdLayout {
+  static constexpr std::uint32_t levels = (1u << (Bits - 1)) - 1;  // s: levels 0, 1/s, ..., 1
+  static constexpr std::uint32_t group = 128;                      // elements per packed group
+  static constexpr std::uint32_t fields = 32 / Bits;               // fields per word
+  static constexpr std::uint32_t words = group / fields;           // words per group
+  static constexpr std::size_t group_bytes = words * 4;
+  static constexpr std::size_t record_bytes(std::size_t len) { return 4 + (len + group - 1) / group * group_bytes; }
+};
+
+template <unsigned Bits>
+struct QsgdEncodeKernel {
+  using L = QsgdLayout<Bits>;
+  const float* in;
+  std::byte* out;
+  std::size_t n;
+  std::size_t bucket;
+  bool l2;
+  std::uint64_t key;
+
+  GRADSYNC_HD void operator()(std::size_t b) const {
+    const auto [begin, len] = bucket_range(b, bucket, n);
+    const float* v = in + begin;
+    const float scale = l2 ? sqrtf(lane_sum(len, [v](std::size_t i) { return v[i] * v[i]; })) : max_abs(v, len);
+    std::byte* rec = out + b * L::record_bytes(bucket);
+    store(rec, scale);
+    rec += 4;
+    const float mult = scale > 0.0f ? static_cast<float>(L::levels) / scale : 0.0f;
+    std::size_t g = 0;
+    for (; (g + 1) * L::group <= len; ++g) pack(v + g * L::group, begin + g * L::group, mult, rec + g * L::group_bytes);
+    if (g * L::group < len) {
+      float tail[L::group] = {};
+      for (std::size_t i = g * L::group; i < len; ++i) tail[i - g * L::group] = v[i];
+      pack(tail, begin + g * L::group, mult, rec + g * L::group_bytes);
+    }
+  }
+
+  /// Stochastic rounding of one group: q = floor(r + u) with u uniform in [0, 1) is l + 1
+  /// with probability r - l, so E[q] = r (and needs no branch: it vectorizes).
+  GRADSYNC_HD void pack(const float* v, std::size_t first, float mult, std::byte* dst) const {
+    constexpr auto s = static_cast<std::int32_t>(L::levels);
+    std::uint32_t w[L::words] = {};
+    for (std::uint32_t f = 0; f < L::fields; ++f)
+      for (std::uint32_t k = 0; k < L::words; ++k) {
+        const std::uint32_t o = f * L::words + k;
+        const std::uint32_t x = float_bits(v[o]);
+        float r = bits_float(x & 0x7fffffffu) * mult;
+        r = r < static_cast<float>(s) ? r : static_cast<float>(s);  // r <= s already; maps NaN too
+        auto q = static_cast<std::int32_t>(r + uniform(key, static_cast<std::uint32_t>(first + o)));
+        q = q < s ? q : s;  // r + u can round up to s + 1 in float
+        w[k] |= (static_cast<std::uint32_t>(q) | (x >> 31) << (Bits - 1)) << (f * Bits);
+      }
+    memcpy(dst, w, sizeof w);
+  }
+};
+
+template <unsigned Bits, bool Add>
+struct QsgdDecodeKernel {
+  using L = QsgdLayout<Bits>;
+  const std::byte* in;
+  float* out;
+  std::size_t n;
+  std::size_t bucket;
+
+  GRADSYNC_HD void operator()(std::size_t b) const {
+    const auto [begin, len] = bucket_range(b, bucket, n);
+    const std::byte* rec = in + b * L::record_bytes(bucket);
+    const float step = load<float>(rec) / static_cast<float>(L::levels);
+    rec += 4;
+    float* o = out + begin;
+    std::size_t g = 0;
+    for (; (g + 1) * L::group <= len; ++g) unpack(rec + g * L::group_bytes, step, o + g * L::group);
+    if (g * L::group < len) {
+      float tail[L::group];
+      for (std::size_t i = g * L::group; i < len; ++i) tail[i - g * L::group] = Add ? o[i] : 0.0f;
+      unpack(rec + g * L::group_bytes, step, tail);
+      for (std::size_t i = g * L::group; i < len; ++i) o[i] = tail[i - g * L::group];
+    }
+  }
+
+  GRADSYNC_HD static void unpack(const std::byte* src, float step, float* dst) {
+    std::uint32_t w[L::words];
+    memcpy(w, src, sizeof w);
+    constexpr std::uint32_t mask = (1u << Bits) - 1;
+    for (std::uint32_t f = 0; f < L::fields; ++f)
+      for (std::uint32_t k = 0; k < L::words; ++k) {
+        const std::uint32_t field = (w[k] >> (f * Bits)) & mask;
+        const float mag = static_cast<float>(static_cast<std::int32_t>(field & L::levels)) * step;
+        const float v = bits_float(float_bits(mag) | (field >> (Bits - 1)) << 31);
+        float& d = dst[f * L::words + k];
+        d = Add ? d + v : v;
+      }
+  }
+};
+
+}  // namespace gradsync::codec::detail

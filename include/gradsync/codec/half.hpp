@@ -1,0 +1,18 @@
+#pragma once
+/// Half: IEEE fp16 on the wire (2 bytes per element), round to nearest even, summable.
+/// Overflow (|x| >= 65520) becomes infinity, as in a hardware conversion.
+///
+/// \code
+///   gradsync::codec::Half c;                       // c.bypass_below = 0: every unit in fp16
+///   std::vector<std::byte> wire(c.encoded_bytes(grad.size()));
+///   c.encode(grad, wire, {});
+///   c.decode_add(wire, sum);
+/// \endcode
+#include "detail/narrow.hpp"
+
+namespace gradsync::codec {
+
+using Half = detail::Narrow<detail::Fp16Format>;
+GRADSYNC_CHECK_CODEC(Half);
+
+}  // namespace gradsync::codec
