@@ -17,6 +17,3 @@ if(NOT GRADSYNC_THRUST_INCLUDE_DIR)
 endif()
 message(STATUS "gradsync: Thrust headers in ${GRADSYNC_THRUST_INCLUDE_DIR}")
 
-add_library(gradsync_thrust INTERFACE)
-add_library(gradsync::thrust ALIAS gradsync_thrust)
-target_include_directories(gradsync_thrust SYSTEM INTERFACE ${GRADSYNC_THRUST_INCLUDE_DIR})

@@ -5,6 +5,9 @@ set -euo pipefail
 packages=(build-essential cmake make pkg-config libopenmpi-dev openmpi-bin libboost-dev
   libeigen3-dev catch2 libbenchmark-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist gnuplot-nox libtbb-dev)
+# Thrust for the codec kernels: the CUDA toolkit's CCCL when installed, else Debian's.
+[ -e /usr/local/cuda/include/cccl/thrust/version.h ] || [ -e /usr/local/cuda/include/thrust/version.h ] ||
+  packages+=(libthrust-dev)
 # Optional extras: clang + its runtime for the libFuzzer target.
 [ "${GRADSYNC_SETUP_FUZZ:-1}" = 1 ] && packages+=(clang libclang-rt-14-dev)
 

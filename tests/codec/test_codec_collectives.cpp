@@ -1,0 +1,81 @@
+// Every codec x every collective, on 1-7 in-process ranks: the mean within the codec's error bound
+// (exact for fp32), bit-identical on every rank.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "support/ranks.hpp"
+
+using namespace gradsync;
+
+namespace {
+/// Largest error of the mean, per element, that `codec` may make on `ranks` ranks, given
+/// sum_abs = sum over ranks of |x_r| and max_abs = max over ranks of |x_r| (inputs in [-1, 1]).
+/// An aggregation encodes at most ranks + 1 times (ring: every partial sum and the result; PS:
+/// the push and the broadcast), each on values no larger than sum_abs.
+double bound(std::string_view codec, int ranks, double sum_abs) {
+  const double encodes = ranks + 1;
+  if (codec == "fp32") return 1e-6 * sum_abs / ranks + 1e-30;
+  if (codec == "fp16") return encodes * std::ldexp(1.0, -11) * sum_abs / ranks + 1e-7;
+  if (codec == "bf16") return encodes * std::ldexp(1.0, -8) * sum_abs / ranks + 1e-30;
+  // QSGD, max-norm: each encode moves a value by at most one level, scale / s, where the scale
+  // (the bucket's largest magnitude) is at most `ranks` for partial sums of inputs in [-1, 1].
+  const double s = codec == "qsgd4" ? 7 : codec == "qsgd8" ? 127 : 32767;
+  return encodes * ranks / s / ranks;
+}
+
+std::vector<std::vector<float>> aggregate(int rank, transport::Transport& t, const PolicyNames& names) {
+  const ModelLayout layout = testing::uneven_layout();
+  AnySynchronizer sync(t, layout, names);
+  std::vector<std::vector<float>> g(layout.num_layers());
+  for (std::size_t l = g.size(); l-- > 0;) {
+    g[l].resize(layout.layer(l).elements);
+    for (std::size_t i = 0; i < g[l].size(); ++i) g[l][i] = testing::grad_value(rank, l, 0, i);
+    sync.gradient_ready(l, g[l]);
+  }
+  sync.finish_iteration();
+  sync.wait_all();
+  return g;
+}
+}  // namespace
+
+TEST_CASE("every codec x collective gives the mean within the codec's bound on 1-7 ranks") {
+  const int ranks = GENERATE(1, 2, 3, 4, 7);
+  const std::string collective = GENERATE("ring", "ps");
+  const ModelLayout layout = testing::uneven_layout();
+  for (const char* codec : {"fp32", "fp16", "bf16", "qsgd4", "qsgd8", "qsgd16"}) {
+    CAPTURE(ranks, collective, codec);
+    // bypass=0: the test layout's units are small; without it they would all go as fp32
+    const std::string spec = std::string(codec) + (std::string_view(codec) == "fp32" ? "" : ":bypass=0");
+    const auto got = testing::run_ranks<std::vector<std::vector<float>>>(
+        ranks, [&](int r, transport::Transport& t) { return aggregate(r, t, {"fixed:1000", "forward", spec, collective}); });
+    for (int r = 1; r < ranks; ++r) REQUIRE(got[r] == got[0]);
+    double worst = 0;
+    for (std::size_t l = 0; l < layout.num_layers(); ++l)
+      for (std::size_t i = 0; i < layout.layer(l).elements; ++i) {
+        double sum = 0, sum_abs = 0;
+        for (int r = 0; r < ranks; ++r) {
+          sum += testing::grad_value(r, l, 0, i);
+          sum_abs += std::abs(testing::grad_value(r, l, 0, i));
+        }
+        const double err = std::abs(got[0][l][i] - sum / ranks);
+        worst = std::max(worst, err / bound(codec, ranks, sum_abs));
+      }
+    CAPTURE(worst);
+    REQUIRE(worst <= 1.0);
+    if (ranks > 1 && std::string_view(codec) != "fp32") REQUIRE(worst > 0);  // the codec really ran
+  }
+}
+
+TEST_CASE("1-bit and top-k through every collective: identical on every rank and finite") {
+  const int ranks = GENERATE(1, 2, 3, 4, 7);
+  const std::string collective = GENERATE("ring", "ps");
+  for (const char* codec : {"onebit:bypass=0", "topk:0.05:bypass=0"}) {
+    CAPTURE(ranks, collective, codec);
+    const auto got = testing::run_ranks<std::vector<std::vector<float>>>(
+        ranks, [&](int r, transport::Transport& t) { return aggregate(r, t, {"fixed:1000", "forward", codec, collective}); });
+    for (int r = 1; r < ranks; ++r) REQUIRE(got[r] == got[0]);
+    for (const auto& layer : got[0])
+      for (float x : layer) REQUIRE(std::isfinite(x));
+  }
+}
