@@ -1,0 +1,41 @@
+#include "gradsync/trainer/backend.hpp"
+
+#include <Eigen/Core>
+#include <omp.h>
+
+namespace gradsync::trainer::host {
+
+namespace {
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstMap = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
+using Map = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
+
+template <class A, class B>
+void product_into(Map& c, const A& a, const B& b, float alpha, float beta) {
+  if (beta == 0.0f) c.noalias() = alpha * a * b;
+  else {
+    if (beta != 1.0f) c *= beta;
+    c.noalias() += alpha * a * b;
+  }
+}
+}  // namespace
+
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
+          std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
+  using Index = Eigen::Index;
+  Map cm(c, Index(m), Index(n), Eigen::OuterStride<>(Index(ldc)));
+  // As stored, A is m x k (or k x m when transposed); likewise B.
+  ConstMap am(a, Index(trans_a ? k : m), Index(trans_a ? m : k), Eigen::OuterStride<>(Index(lda)));
+  ConstMap bm(b, Index(trans_b ? n : k), Index(trans_b ? k : n), Eigen::OuterStride<>(Index(ldb)));
+  if (!trans_a && !trans_b) product_into(cm, am, bm, alpha, beta);
+  else if (!trans_a && trans_b) product_into(cm, am, bm.transpose(), alpha, beta);
+  else if (trans_a && !trans_b) product_into(cm, am.transpose(), bm, alpha, beta);
+  else product_into(cm, am.transpose(), bm.transpose(), alpha, beta);
+}
+
+// Eigen reads omp_get_max_threads() (a per-thread setting) when no global count is set, so each
+// rank thread can have its own team size.
+void set_threads(int threads) { omp_set_num_threads(threads < 1 ? 1 : threads); }
+int threads() { return omp_get_max_threads(); }
+
+}  // namespace gradsync::trainer::host
