@@ -1,5 +1,7 @@
 #include "gradsync/trainer/backend.hpp"
 
+#include <algorithm>
+
 #include <Eigen/Core>
 #include <omp.h>
 
@@ -31,6 +33,22 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
   else if (!trans_a && trans_b) product_into(cm, am, bm.transpose(), alpha, beta);
   else if (trans_a && !trans_b) product_into(cm, am.transpose(), bm, alpha, beta);
   else product_into(cm, am.transpose(), bm.transpose(), alpha, beta);
+}
+
+// Fixed chunks summed in a fixed order: the result does not depend on the thread count
+// (an OpenMP reduction would combine partial sums in arrival order).
+double sum_squares(const float* x, std::size_t n) {
+  constexpr std::size_t chunks = 64;
+  double part[chunks] = {};
+  const std::size_t len = (n + chunks - 1) / chunks;
+  for_each(chunks, [&](std::size_t c) {
+    double s = 0.0;
+    for (std::size_t i = c * len; i < std::min(n, (c + 1) * len); ++i) s += double(x[i]) * x[i];
+    part[c] = s;
+  }, len);
+  double s = 0.0;
+  for (double p : part) s += p;
+  return s;
 }
 
 // Eigen reads omp_get_max_threads() (a per-thread setting) when no global count is set, so each

@@ -58,6 +58,8 @@ Tensor Conv2d::do_forward(const Tensor& x, Context& ctx) {
     }
   }
   if (ctx.training) input_ = x;
+  // With the batch in one chunk, col_ still holds the whole column matrix: backward reuses it.
+  col_valid_ = ctx.training && nb_max >= n;
   return y;
 }
 
@@ -73,15 +75,17 @@ Tensor Conv2d::backward(const Tensor& dy, Context& ctx) {
   // Pass 1: parameter gradients, so they can be handed to the synchronizer before the input gradient.
   for (std::size_t b0 = 0; b0 < n; b0 += nb_max) {
     const std::size_t nb = std::min(nb_max, n - b0), ld = nb * s;
-    for (std::size_t i = 0; i < nb; ++i)
-      backend::for_each(rows, kernels::Im2col{input_.data() + (b0 + i) * in_ * h * w, col_.data(), h, w, k_, stride_,
-                                              pad_, oh, ow, ld, i * s}, s);
+    if (!col_valid_)
+      for (std::size_t i = 0; i < nb; ++i)
+        backend::for_each(rows, kernels::Im2col{input_.data() + (b0 + i) * in_ * h * w, col_.data(), h, w, k_,
+                                                stride_, pad_, oh, ow, ld, i * s}, s);
     gather(b0, nb);
     backend::gemm(false, true, out_, rows, ld, 1.0f, dchunk.data(), ld, col_.data(), ld, b0 == 0 ? 0.0f : 1.0f,
                   weight.grad.data(), rows);
   }
   if (has_bias_) backend::for_each(out_, kernels::ChannelSum{dy.data(), bias.grad.data(), n, out_, s}, n * s);
   grads_ready(ctx);
+  col_valid_ = false;  // pass 2 overwrites col_ with the column gradient
   // Pass 2: input gradient, dcol = W^T dY, then col2im.
   Tensor dx(input_.shape());
   const bool single_chunk = nb_max >= n;

@@ -78,7 +78,7 @@ Tensor LastStep::do_forward(const Tensor& x, Context&) {
   return y;
 }
 Tensor LastStep::backward(const Tensor& dy, Context&) {
-  Tensor dx(in_shape_);
+  Tensor dx(in_shape_, 0.0f);
   const std::size_t n = in_shape_[0], t = in_shape_[1], f = in_shape_[2];
   for (std::size_t i = 0; i < n; ++i) std::memcpy(dx.data() + (i * t + t - 1) * f, dy.data() + i * f, f * sizeof(float));
   return dx;
@@ -224,7 +224,7 @@ Tensor Embedding::backward(const Tensor& dy, Context& ctx) {
     for (std::size_t j = 0; j < dim_; ++j) g[j] += d[j];
   }
   grads_ready(ctx);
-  return Tensor(Shape{dy.dim(0), dy.dim(1)});  // ids have no gradient
+  return Tensor(Shape{dy.dim(0), dy.dim(1)}, 0.0f);  // ids have no gradient
 }
 
 // ---- SoftmaxCrossEntropy ----

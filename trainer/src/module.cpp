@@ -4,8 +4,8 @@ namespace gradsync::trainer {
 
 void Module::make_param(Param& p, const std::string& name, Shape shape, bool decay, Param::Init init, float scale) {
   p.name = name;
-  p.value = Tensor(shape);
-  p.grad = Tensor(shape);
+  p.value = Tensor(shape, 0.0f);
+  p.grad = Tensor(shape, 0.0f);
   p.decay = decay;
   p.init = init;
   p.init_scale = scale;

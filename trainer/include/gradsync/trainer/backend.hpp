@@ -31,6 +31,9 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
           const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
           std::size_t ldc);
 
+/// Sum of squares in double (LARS norms).
+double sum_squares(const float* x, std::size_t n);
+
 /// Threads used by this thread's kernels (OpenMP team size and Eigen's GEMM threads).
 void set_threads(int threads);
 int threads();

@@ -109,6 +109,17 @@ struct BnInputGrad {
   }
 };
 
+/// Output positions o in [0, n) whose input coordinate o * stride + k - pad lies in [0, size):
+/// [lo, hi). Lets im2col/col2im run their inner loops without per-element bounds checks.
+GRADSYNC_HD inline void valid_range(std::size_t n, std::size_t size, std::size_t k, std::size_t stride, std::size_t pad,
+                                    std::size_t& lo, std::size_t& hi) {
+  lo = k >= pad ? 0 : (pad - k + stride - 1) / stride;
+  const long last = long(size) - 1 + long(pad) - long(k);  // o * stride <= last
+  hi = last < 0 ? 0 : std::size_t(last) / stride + 1;
+  if (hi > n) hi = n;
+  if (lo > hi) lo = hi;
+}
+
 /// im2col for one image: row r = (ci, ky, kx) of the column matrix, columns [col_offset, +oh*ow)
 /// of a matrix with `ld` columns (several images side by side).
 struct Im2col {
@@ -117,15 +128,18 @@ struct Im2col {
     const std::size_t ci = r / (k * k), ky = (r / k) % k, kx = r % k;
     const float* plane = x + ci * h * w;
     float* out = col + r * ld + col_offset;
+    std::size_t ylo, yhi, xlo, xhi;
+    valid_range(oh, h, ky, stride, pad, ylo, yhi);
+    valid_range(ow, w, kx, stride, pad, xlo, xhi);
     for (std::size_t oy = 0; oy < oh; ++oy) {
-      const long iy = long(oy * stride + ky) - long(pad);
       float* row = out + oy * ow;
-      if (iy < 0 || iy >= long(h)) { for (std::size_t ox = 0; ox < ow; ++ox) row[ox] = 0.0f; continue; }
-      const float* in = plane + iy * long(w);
-      for (std::size_t ox = 0; ox < ow; ++ox) {
-        const long ix = long(ox * stride + kx) - long(pad);
-        row[ox] = (ix >= 0 && ix < long(w)) ? in[ix] : 0.0f;
-      }
+      if (oy < ylo || oy >= yhi) { for (std::size_t ox = 0; ox < ow; ++ox) row[ox] = 0.0f; continue; }
+      // Offset of input (iy, ix) for ox = 0 (may be negative: only ox in [xlo, xhi) are read).
+      const long base = long(oy * stride + ky - pad) * long(w) + long(kx) - long(pad);
+      for (std::size_t ox = 0; ox < xlo; ++ox) row[ox] = 0.0f;
+      if (stride == 1) for (std::size_t ox = xlo; ox < xhi; ++ox) row[ox] = plane[base + long(ox)];
+      else for (std::size_t ox = xlo; ox < xhi; ++ox) row[ox] = plane[base + long(ox * stride)];
+      for (std::size_t ox = xhi; ox < ow; ++ox) row[ox] = 0.0f;
     }
   }
 };
@@ -135,19 +149,21 @@ struct Col2im {
   GRADSYNC_HD void operator()(std::size_t ci) const {
     float* plane = x + ci * h * w;
     for (std::size_t j = 0; j < h * w; ++j) plane[j] = 0.0f;
-    for (std::size_t ky = 0; ky < k; ++ky)
+    for (std::size_t ky = 0; ky < k; ++ky) {
+      std::size_t ylo, yhi;
+      valid_range(oh, h, ky, stride, pad, ylo, yhi);
       for (std::size_t kx = 0; kx < k; ++kx) {
-        const float* in = col + ((ci * k + ky) * k + kx) * ld + col_offset;
-        for (std::size_t oy = 0; oy < oh; ++oy) {
-          const long iy = long(oy * stride + ky) - long(pad);
-          if (iy < 0 || iy >= long(h)) continue;
-          float* row = plane + iy * long(w);
-          for (std::size_t ox = 0; ox < ow; ++ox) {
-            const long ix = long(ox * stride + kx) - long(pad);
-            if (ix >= 0 && ix < long(w)) row[ix] += in[oy * ow + ox];
-          }
+        std::size_t xlo, xhi;
+        valid_range(ow, w, kx, stride, pad, xlo, xhi);
+        const float* src = col + ((ci * k + ky) * k + kx) * ld + col_offset;
+        for (std::size_t oy = ylo; oy < yhi; ++oy) {
+          const long base = long(oy * stride + ky - pad) * long(w) + long(kx) - long(pad);
+          const float* row = src + oy * ow;
+          if (stride == 1) for (std::size_t ox = xlo; ox < xhi; ++ox) plane[base + long(ox)] += row[ox];
+          else for (std::size_t ox = xlo; ox < xhi; ++ox) plane[base + long(ox * stride)] += row[ox];
         }
       }
+    }
   }
 };
 

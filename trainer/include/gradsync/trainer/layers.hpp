@@ -21,8 +21,9 @@ class Conv2d final : public Module {
  private:
   std::size_t in_, out_, k_, stride_, pad_;
   bool has_bias_;
-  Tensor input_;   // saved input; the column matrix is rebuilt in backward (memory over time)
-  std::vector<float> col_;
+  Tensor input_;            // saved input for backward
+  std::vector<float> col_;  // column matrix (one chunk of images)
+  bool col_valid_ = false;  // col_ holds the last training forward's whole batch
 };
 
 /// Batch normalization over N (and H, W) per channel; accepts [N, C] or [N, C, H, W].

@@ -4,6 +4,7 @@
 // can hand them device pointers instead.
 #include <cstddef>
 #include <initializer_list>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -13,13 +14,28 @@ namespace gradsync::trainer {
 
 using Shape = std::vector<std::size_t>;
 
+/// Allocator that leaves new floats uninitialised: layers overwrite their outputs completely, so
+/// zero-filling every activation would be wasted memory traffic.
+template <class T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind { using other = DefaultInitAllocator<U>; };
+  using std::allocator<T>::allocator;
+  template <class U>
+  void construct(U* p) noexcept { ::new (static_cast<void*>(p)) U; }
+  template <class U, class... A>
+  void construct(U* p, A&&... a) { ::new (static_cast<void*>(p)) U(std::forward<A>(a)...); }
+};
+
 std::string to_string(const Shape& s);
 std::size_t product(const Shape& s);
 
 class Tensor {
  public:
   Tensor() = default;
-  explicit Tensor(Shape shape, float fill = 0.0f) : shape_(std::move(shape)), data_(product(shape_), fill) {}
+  /// Uninitialised contents (see DefaultInitAllocator).
+  explicit Tensor(Shape shape) : shape_(std::move(shape)), data_(product(shape_)) {}
+  Tensor(Shape shape, float fill) : shape_(std::move(shape)), data_(product(shape_), fill) {}
 
   const Shape& shape() const { return shape_; }
   std::size_t dim(std::size_t i) const { return shape_.at(i); }
@@ -43,7 +59,7 @@ class Tensor {
 
  private:
   Shape shape_;
-  std::vector<float> data_;
+  std::vector<float, DefaultInitAllocator<float>> data_;
 };
 
 /// Throws std::invalid_argument "<what>: expected <expected>, got <shape>" when the check fails.
