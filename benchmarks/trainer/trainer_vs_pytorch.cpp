@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -26,8 +27,20 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Process CPU time: on a shared machine wall time swings with other jobs; with one compute thread
+// CPU seconds are the cost itself. Both sides report both.
+double cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
+struct Timing {
+  double wall = 0, cpu = 0;
+};
+
 // Median seconds of one forward + loss + backward, after two warm-up iterations.
-double time_trainer(const std::string& name, std::size_t batch, int reps) {
+Timing time_trainer(const std::string& name, std::size_t batch, int reps) {
   auto model = make_model({.name = name, .width = 1.0, .input = {1, 28, 28}, .classes = 10});
   model->initialize(1);
   Tensor x({batch, 1, 28, 28});
@@ -35,23 +48,27 @@ double time_trainer(const std::string& name, std::size_t batch, int reps) {
   std::vector<std::int32_t> y(batch);
   for (std::size_t i = 0; i < batch; ++i) y[i] = std::int32_t(i % 10);
   SoftmaxCrossEntropy loss;
-  std::vector<double> times;
+  std::vector<double> walls, cpus;
   for (int r = 0; r < reps + 2; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = cpu_seconds();
     Context ctx{.training = true, .seed = 1, .step = std::uint64_t(r)};
     Tensor logits = model->forward(x, ctx);
     loss.forward(logits, y);
     model->backward(loss.backward(), ctx);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (r >= 2) times.push_back(s);
+    if (r >= 2) {
+      walls.push_back(s);
+      cpus.push_back(cpu_seconds() - c0);
+    }
   }
-  return median(times);
+  return {median(walls), median(cpus)};
 }
 
-// Runs the PyTorch script; returns model -> median seconds ("name seconds" lines).
-std::map<std::string, double> time_pytorch(const std::string& python, const std::string& models, std::size_t batch,
+// Runs the PyTorch script; returns model -> median seconds ("name wall cpu" lines).
+std::map<std::string, Timing> time_pytorch(const std::string& python, const std::string& models, std::size_t batch,
                                            int threads, int reps) {
-  std::map<std::string, double> out;
+  std::map<std::string, Timing> out;
   const std::string cmd = python + " " + GRADSYNC_PYTORCH_SCRIPT + " --models " + models + " --batch " +
                           std::to_string(batch) + " --threads " + std::to_string(threads) + " --reps " +
                           std::to_string(reps);
@@ -61,8 +78,8 @@ std::map<std::string, double> time_pytorch(const std::string& python, const std:
   while (fgets(line.data(), line.size(), p)) {
     std::istringstream in(line.data());
     std::string name;
-    double s;
-    if (in >> name >> s) out[name] = s;
+    Timing t;
+    if (in >> name >> t.wall >> t.cpu) out[name] = t;
     else std::fputs(line.data(), stderr);
   }
   if (pclose(p) != 0) std::fprintf(stderr, "note: the PyTorch side failed (is python3-torch installed?)\n");
@@ -94,15 +111,23 @@ int main(int argc, char** argv) {
     std::getline(ss, n, ',');
     if (!n.empty()) names.push_back(n);
   }
-  std::map<std::string, double> ours;
+  std::map<std::string, Timing> ours;
   for (const auto& n : names) ours[n] = time_trainer(n, batch, reps);
   const auto torch = time_pytorch(python, models, batch, threads, reps);
-  std::printf("forward+backward per batch: 1x28x28, batch %zu, %d thread(s), median of %d\n", batch, threads, reps);
-  std::printf("%-10s %12s %12s %10s\n", "model", "gradsync s", "pytorch s", "ratio");
+  std::printf("forward+backward per batch: 1x28x28, batch %zu, %d thread(s), median of %d (seconds)\n", batch,
+              threads, reps);
+  std::printf("%-10s %10s %10s %10s %10s %8s %8s\n", "model", "ours wall", "ours cpu", "torch wall", "torch cpu",
+              "ratio w", "ratio c");
   for (const auto& n : names) {
+    const Timing o = ours[n];
     auto it = torch.find(n);
-    if (it == torch.end()) std::printf("%-10s %12.4f %12s %10s\n", n.c_str(), ours[n], "-", "-");
-    else std::printf("%-10s %12.4f %12.4f %10.2f\n", n.c_str(), ours[n], it->second, ours[n] / it->second);
+    if (it == torch.end()) {
+      std::printf("%-10s %10.4f %10.4f %10s %10s %8s %8s\n", n.c_str(), o.wall, o.cpu, "-", "-", "-", "-");
+    } else {
+      const Timing t = it->second;
+      std::printf("%-10s %10.4f %10.4f %10.4f %10.4f %8.2f %8.2f\n", n.c_str(), o.wall, o.cpu, t.wall, t.cpu,
+                  o.wall / t.wall, o.cpu / t.cpu);
+    }
   }
   return 0;
 }

@@ -1,6 +1,6 @@
 """PyTorch side of trainer_vs_pytorch: the same vgg11 / resnet20 as gradsync's trainer
 (trainer/src/models.cpp) on 1x28x28, forward + cross-entropy + backward, median seconds per batch.
-Prints one "name seconds" line per model."""
+Prints one "name wall_seconds cpu_seconds" line per model (process CPU time: robust on a shared machine)."""
 import argparse
 import time
 
@@ -62,15 +62,17 @@ def main():
         model.train()
         x = torch.randn(a.batch, 1, 28, 28)
         y = torch.arange(a.batch) % 10
-        times = []
+        walls, cpus = [], []
         for r in range(a.reps + 2):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             model.zero_grad(set_to_none=True)
             F.cross_entropy(model(x), y).backward()
             if r >= 2:
-                times.append(time.perf_counter() - t0)
-        times.sort()
-        print(name, times[len(times) // 2], flush=True)
+                walls.append(time.perf_counter() - t0)
+                cpus.append(time.process_time() - c0)
+        walls.sort()
+        cpus.sort()
+        print(name, walls[len(walls) // 2], cpus[len(cpus) // 2], flush=True)
 
 
 if __name__ == "__main__":

@@ -20,10 +20,9 @@ void product_into(Map& c, const A& a, const B& b, float alpha, float beta) {
     c.noalias() += alpha * a * b;
   }
 }
-}  // namespace
 
-void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
-          std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
+void gemm_eigen(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
+                std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
   using Index = Eigen::Index;
   Map cm(c, Index(m), Index(n), Eigen::OuterStride<>(Index(ldc)));
   // As stored, A is m x k (or k x m when transposed); likewise B.
@@ -33,6 +32,34 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
   else if (!trans_a && trans_b) product_into(cm, am, bm.transpose(), alpha, beta);
   else if (trans_a && !trans_b) product_into(cm, am.transpose(), bm, alpha, beta);
   else product_into(cm, am.transpose(), bm.transpose(), alpha, beta);
+}
+}  // namespace
+
+// Threads split C into column (or row) slices, each an independent single-threaded Eigen product.
+// Eigen's own OpenMP GEMM is not used: its threads busy-wait on each other inside every product,
+// which collapses when the cores are shared with other work; here only the final join waits.
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
+          std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
+  static const bool eigen_single = (Eigen::setNbThreads(1), true);
+  (void)eigen_single;
+  const std::size_t team = std::size_t(omp_get_max_threads());
+  const bool large = double(m) * double(n) * double(k) >= double(1 << 22);
+  if (team <= 1 || !large || omp_in_parallel()) {
+    gemm_eigen(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  const bool by_columns = n >= m;
+  const std::size_t total = by_columns ? n : m, slice = (total + team - 1) / team;
+#pragma omp parallel for schedule(static)
+  for (std::size_t t = 0; t < team; ++t) {
+    const std::size_t lo = t * slice, len = lo < total ? std::min(slice, total - lo) : 0;
+    if (len == 0) continue;
+    if (by_columns)  // C[:, lo:lo+len] = op(A) op(B)[:, lo:lo+len]
+      gemm_eigen(trans_a, trans_b, m, len, k, alpha, a, lda, trans_b ? b + lo * ldb : b + lo, ldb, beta, c + lo, ldc);
+    else  // C[lo:lo+len, :] = op(A)[lo:lo+len, :] op(B)
+      gemm_eigen(trans_a, trans_b, len, n, k, alpha, trans_a ? a + lo : a + lo * lda, lda, b, ldb, beta, c + lo * ldc,
+                 ldc);
+  }
 }
 
 // Fixed chunks summed in a fixed order: the result does not depend on the thread count
@@ -51,8 +78,7 @@ double sum_squares(const float* x, std::size_t n) {
   return s;
 }
 
-// Eigen reads omp_get_max_threads() (a per-thread setting) when no global count is set, so each
-// rank thread can have its own team size.
+// omp_set_num_threads is a per-thread setting, so each rank thread has its own team size.
 void set_threads(int threads) { omp_set_num_threads(threads < 1 ? 1 : threads); }
 int threads() { return omp_get_max_threads(); }
 

@@ -170,6 +170,7 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
       if (start > total)
         throw std::invalid_argument(cfg.resume + ": checkpoint is at iteration " + std::to_string(start) +
                                     ", past this run's " + std::to_string(total));
+      const std::size_t end = cfg.stop_after ? std::min(total, start + cfg.stop_after) : total;
       ShardedLoader loader(data.train, cfg.batch, r, cfg.ranks, cfg.seed);
       const bool lead = r == 0;
       if (lead) result.parameters = rank.model().parameter_count();
@@ -179,7 +180,7 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
       double loss_sum = 0, correct = 0, labels = 0, train_seconds = 0;
       auto epoch_start = Clock::now(), run_start = Clock::now(), last_print = Clock::now();
       std::size_t done_in_run = 0;
-      for (std::size_t it = start; it < total; ++it) {
+      for (std::size_t it = start; it < end; ++it) {
         const std::size_t epoch = it / bpe, index = it % bpe;
         loader.batch(epoch, index, x, y);
         const auto [loss, ok] = rank.step(x, y, cfg.seed, it, schedule(it));
@@ -197,8 +198,8 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
                        clock_text(elapsed / double(done_in_run) * double(total - it - 1)).c_str());
           last_print = Clock::now();
         }
-        const bool save_now = !cfg.checkpoint.empty() &&
-                              (epoch_end || (cfg.checkpoint_every && (it + 1) % cfg.checkpoint_every == 0));
+        const bool save_now = !cfg.checkpoint.empty() && (epoch_end || it + 1 == end ||
+                                                          (cfg.checkpoint_every && (it + 1) % cfg.checkpoint_every == 0));
         if (epoch_end || save_now) rank.flush();
         if (epoch_end) {
           em.epoch = epoch + 1;

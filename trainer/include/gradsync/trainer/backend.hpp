@@ -16,11 +16,13 @@ namespace gradsync::trainer {
 
 namespace host {
 
-/// Runs f(i) for i in [0, n). Parallel (OpenMP, this thread's team size) when n is large enough
-/// that the fork/join cost is amortised; `grain` is the work per index in rough float operations.
+/// Runs f(i) for i in [0, n). Parallel (OpenMP, this thread's team size) only when the work is
+/// large (about a millisecond): every parallel region is a barrier, and on a shared machine a
+/// descheduled team member stalls it for a whole time slice. `grain` = work per index, in rough
+/// float operations.
 template <class F>
 void for_each(std::size_t n, const F& f, std::size_t grain = 1) {
-  const bool parallel = n > 1 && n * grain >= (1u << 15);
+  const bool parallel = n > 1 && n * grain >= (std::size_t(1) << 21);
 #pragma omp parallel for schedule(static) if (parallel)
   for (std::size_t i = 0; i < n; ++i) f(i);
 }

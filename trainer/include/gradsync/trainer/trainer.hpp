@@ -31,9 +31,10 @@ struct TrainConfig {
   std::uint64_t seed = 1;
   std::size_t ranks = 1;
   int threads = 2;                        ///< compute threads in all; each rank gets threads / ranks (>= 1)
-  std::string checkpoint;                 ///< written at every epoch end, every checkpoint_every iterations, and at the end
+  std::string checkpoint;                 ///< written at every epoch end, every checkpoint_every iterations, and when the call ends
   std::size_t checkpoint_every = 0;
   std::string resume;                     ///< checkpoint to continue from (same configuration)
+  std::size_t stop_after = 0;             ///< > 0: stop after this many iterations of this call (as if preempted)
   bool evaluate = true;                   ///< test accuracy at each epoch end
   bool progress = true;                   ///< progress line on stderr
 };
