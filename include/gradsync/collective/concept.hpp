@@ -1,0 +1,65 @@
+#pragma once
+/// The Collective concept: aggregates one unit across all ranks over a Transport. Every
+/// collective leaves the same thing in `job.data` on every rank: the sum (or mean, when
+/// job.average) of all ranks' data, bit-identical across ranks.
+#include <concepts>
+#include <cstddef>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "../codec/concept.hpp"
+#include "../codec/identity.hpp"
+#include "../transport/transport.hpp"
+
+namespace gradsync::collective {
+
+/// One unit to aggregate.
+struct Job {
+  std::span<float> data;            ///< this rank's gradient in, the aggregate out
+  transport::Tag tag = 0;           ///< message tag of this unit (its index)
+  codec::EncodeContext ctx{};       ///< seed / iteration / unit for stochastic codecs
+  bool average = true;              ///< mean instead of sum
+};
+
+/// Scratch buffers, each at least codec.encoded_bytes(unit elements) long. One per executor, so
+/// a collective never allocates per unit.
+struct Workspace {
+  std::vector<std::byte> send, recv;
+};
+
+// clang-format off
+template <class K>
+concept Collective = std::copy_constructible<K> &&
+  requires(const K k, transport::Transport& t, const codec::Identity& c, Job& job, Workspace& ws) {
+    { k.name() } -> std::convertible_to<std::string_view>;
+    { k.run(t, c, job, ws) } -> std::same_as<std::size_t>;  // bytes this rank sent
+  };
+// clang-format on
+
+#define GRADSYNC_CHECK_COLLECTIVE(K)                                                              \
+  static_assert(::gradsync::collective::Collective<K>,                                            \
+                "gradsync: this type is not a Collective: provide const member functions name() " \
+                "and template <Codec C> run(Transport&, const C&, Job&, Workspace&) -> "          \
+                "std::size_t (bytes sent); see gradsync/collective/concept.hpp")
+
+namespace detail {
+inline void finish_mean(std::span<float> data, bool average, int ranks) {
+  if (!average || ranks == 1) return;
+  const float n = static_cast<float>(ranks);
+  for (float& x : data) x /= n;
+}
+/// RNG stream of an encode: which rank encodes, at which step, so ranks never share random bits.
+inline std::uint32_t stream(int rank, int step) { return (static_cast<std::uint32_t>(rank) << 16) | static_cast<std::uint32_t>(step); }
+/// Encodes `data` into ws.send and, for a lossy codec, replaces `data` by what the peers will
+/// decode, so every rank ends with identical values. Returns the wire size.
+template <class C>
+std::size_t encode_final(const C& codec, std::span<float> data, codec::EncodeContext ctx, Workspace& ws) {
+  ctx.residual = {};
+  const std::size_t bytes = codec.encode(data, ws.send, ctx);
+  if (!codec.lossless()) codec.decode(std::span<const std::byte>(ws.send).first(bytes), data);
+  return bytes;
+}
+}  // namespace detail
+
+}  // namespace gradsync::collective

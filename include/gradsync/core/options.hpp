@@ -1,0 +1,29 @@
+#pragma once
+/// Options: the Synchronizer's runtime knobs (policies carry their own knobs).
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#include "statistics.hpp"
+
+namespace gradsync {
+
+struct Options {
+  /// true: every rank gets the mean of all ranks' gradients; false: the sum.
+  bool average = true;
+  /// Bytes (fp32) of units that may be on the wire at once. A more urgent unit that becomes ready
+  /// overtakes everything still queued at the next unit boundary. A unit larger than the credit
+  /// still goes, alone.
+  std::size_t credit_bytes = 4u << 20;
+  /// Units whose collectives may progress concurrently (one executor thread each).
+  unsigned inflight_units = 2;
+  /// Seed for stochastic codecs (QSGD rounding); all ranks must use the same one.
+  std::uint64_t seed = 0;
+  /// How long to wait for a peer (or for a layer's aggregate) before failing with PeerError.
+  std::chrono::milliseconds timeout{30'000};
+  /// Called from a communication thread after each unit (keep it cheap); empty: nothing.
+  std::function<void(const UnitEvent&)> on_unit;
+};
+
+}  // namespace gradsync

@@ -1,0 +1,39 @@
+#pragma once
+/// AnySlicing: a slicing chosen at run time from a string, for CLIs.
+///
+///   "whole"             WholeLayer
+///   "fixed[:N]"         FixedSlices, N elements per slice (default 40000)
+///   "fusion[:B]"        Fusion up to B bytes (default 1MiB; suffixes k, M, KiB, MiB)
+///   "slicefuse[:N]"     SliceAndFuse around N elements (default 40000)
+#include <variant>
+
+#include "../detail/parse.hpp"
+#include "fusion.hpp"
+#include "whole_layer.hpp"
+
+namespace gradsync::slicing {
+
+struct AnySlicing {
+  std::variant<FixedSlices, WholeLayer, Fusion, SliceAndFuse> policy;
+
+  static AnySlicing parse(std::string_view text) {
+    static constexpr std::string_view valid = "whole, fixed[:N], fusion[:BYTES], slicefuse[:N]";
+    const auto spec = gradsync::detail::split_policy(text);
+    auto size = [&] { return gradsync::detail::parse_size(spec.arg, "slicing", text, valid); };
+    if (spec.name == "whole" && !spec.has_arg) return {WholeLayer{}};
+    if (spec.name == "fixed") return {spec.has_arg ? FixedSlices{size()} : FixedSlices{}};
+    if (spec.name == "fusion") return {spec.has_arg ? Fusion{size()} : Fusion{}};
+    if (spec.name == "slicefuse") return {spec.has_arg ? SliceAndFuse{size()} : SliceAndFuse{}};
+    gradsync::detail::bad_policy("slicing", text, valid);
+  }
+
+  std::vector<Unit> plan(const ModelLayout& layout) const {
+    return std::visit([&](const auto& p) { return p.plan(layout); }, policy);
+  }
+  std::string describe() const {
+    return std::visit([](const auto& p) { return p.describe(); }, policy);
+  }
+};
+GRADSYNC_CHECK_SLICING(AnySlicing);
+
+}  // namespace gradsync::slicing

@@ -1,0 +1,427 @@
+#pragma once
+/// Synchronizer<Slicing, Priority, Codec, Collective>: the one type users hold.
+///
+/// \code
+///   using Sync = gradsync::Synchronizer<gs::slicing::FixedSlices, gs::priority::ForwardOrder,
+///                                       gs::codec::Identity, gs::collective::Ring>;
+///   Sync sync{transport, layout};
+///   for (step...) {
+///     for (l in layers)           { sync.wait_for(l); optimizer.step(l); forward(l); }
+///     for (l in reversed(layers)) { backward(l); sync.gradient_ready(l, grad(l)); }
+///     sync.finish_iteration();
+///   }
+///   sync.wait_all();
+/// \endcode
+///
+/// How it works. gradient_ready marks the layer's units; a unit whose layers are all in is ready.
+/// Rank 0's communication thread takes the most urgent ready unit from the priority lanes while
+/// the credit window allows, and tells every rank to run it next; each rank's executors run that
+/// unit's collective as soon as the unit is ready locally too. Because every rank runs units in
+/// rank 0's order, collectives that need all ranks at once (ring) cannot deadlock however
+/// differently the ranks' backward passes are timed, and a more urgent unit overtakes everything
+/// still queued at the next unit boundary. The aggregate is written back into the caller's span.
+///
+/// \tparam Slicing     how layers become units (slicing::FixedSlices, Fusion, WholeLayer, ...)
+/// \tparam Priority    which ready unit goes first (priority::ForwardOrder, Fifo, ...)
+/// \tparam Codec       how a unit is put on the wire (codec::Identity, ...)
+/// \tparam Collective  how a unit is aggregated (collective::Ring, ParameterServer, ...)
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "codec/concept.hpp"
+#include "collective/concept.hpp"
+#include "core/handshake.hpp"
+#include "core/layout.hpp"
+#include "core/options.hpp"
+#include "core/statistics.hpp"
+#include "priority/concept.hpp"
+#include "schedule/dispatch_queue.hpp"
+#include "schedule/lanes.hpp"
+#include "slicing/concept.hpp"
+
+namespace gradsync {
+
+template <class Slicing, class Priority, class Codec, class Collective>
+class Synchronizer {
+  GRADSYNC_CHECK_SLICING(Slicing);
+  GRADSYNC_CHECK_PRIORITY(Priority);
+  GRADSYNC_CHECK_CODEC(Codec);
+  GRADSYNC_CHECK_COLLECTIVE(Collective);
+  using clock = std::chrono::steady_clock;
+
+ public:
+  Synchronizer(transport::Transport& transport, ModelLayout layout, Options options = {}, Slicing slicing = {},
+               Priority priority = {}, Codec codec = {}, Collective collective = {})
+      : t_(transport), layout_(std::move(layout)), opt_(std::move(options)), slicing_(std::move(slicing)),
+        priority_(std::move(priority)), codec_(std::move(codec)), collective_(std::move(collective)),
+        units_(slicing_.plan(layout_)), lanes_(lane_capacities()), dispatch_(units_.size()) {
+    if (opt_.inflight_units == 0) throw UsageError("gradsync: Options::inflight_units must be at least 1");
+    if (units_.size() >= transport::reserved_tags) throw UsageError("gradsync: too many units; use larger slices");
+    index_units();
+    handshake(t_, hello());
+    start_threads();
+  }
+  Synchronizer(const Synchronizer&) = delete;
+  Synchronizer& operator=(const Synchronizer&) = delete;
+
+  /// Stops the threads after in-flight units finish (call wait_all() first to see their errors;
+  /// gives up after Options::timeout).
+  ~Synchronizer() {
+    {  // let in-flight units finish (peers need this rank for them), but never hang
+      std::unique_lock lock(mutex_);
+      cv_.wait_for(lock, opt_.timeout, [&] {
+        return failed_.load() || std::ranges::all_of(layers_, [](const Layer& l) { return l.remaining.load() == 0; });
+      });
+    }
+    stop_.store(true);
+    lanes_.wake();
+    dispatch_.close();
+    notify();
+    for (auto& th : threads_) th.join();
+  }
+
+  /// Hands over layer `layer`'s gradient of this iteration; returns at once. `grad` must stay
+  /// alive and untouched until wait_for(layer) returns: it is overwritten with the aggregate.
+  void gradient_ready(std::size_t layer, std::span<float> grad) {
+    rethrow_if_failed();
+    check_layer(layer, "gradient_ready");
+    if (grad.size() != layout_.layer(layer).elements)
+      throw UsageError("gradsync: gradient_ready(" + std::to_string(layer) + "): span has " + std::to_string(grad.size()) +
+                       " elements but layer '" + layout_.layer(layer).name + "' has " +
+                       std::to_string(layout_.layer(layer).elements) + " in the ModelLayout");
+    const std::int64_t iter = iteration_.load();
+    if (layers_[layer].submitted.load() == iter)
+      throw UsageError("gradsync: gradient_ready called twice for layer " + std::to_string(layer) + " ('" +
+                       layout_.layer(layer).name + "') in iteration " + std::to_string(iter) +
+                       "; call finish_iteration() after each backward pass");
+    wait_layer(layer, "gradient_ready");  // the previous iteration may still be using the span
+    Layer& l = layers_[layer];
+    l.grad = grad;
+    l.remaining.store(static_cast<int>(l.units.size()));
+    l.submitted.store(iter);
+    for (std::uint32_t u : l.units) {
+      UnitState& s = state_[u];
+      if (s.pending.fetch_sub(1) != 1) continue;
+      s.pending.store(static_cast<int>(units_[u].segments.size()));
+      s.ready_at = clock::now();
+      s.ready_iteration.store(iter);
+      if (leader()) lanes_.push(keys_[u], u);
+      else notify();
+    }
+  }
+
+  /// Blocks until the aggregate of layer `layer`'s latest gradient is in its span (returns at once
+  /// if the layer was never handed over). Throws PeerError after Options::timeout.
+  void wait_for(std::size_t layer) {
+    check_layer(layer, "wait_for");
+    const auto t0 = clock::now();
+    wait_layer(layer, "wait_for");
+    add_seconds(exposed_wait_ns_, clock::now() - t0);
+  }
+
+  /// Ends the iteration's backward pass: every layer must have been handed over. Does not block.
+  void finish_iteration() {
+    rethrow_if_failed();
+    const std::int64_t iter = iteration_.load();
+    std::string missing;
+    for (std::size_t i = 0; i < layers_.size() && missing.size() < 200; ++i)
+      if (layers_[i].submitted.load() != iter) missing += (missing.empty() ? "" : ", ") + layout_.layer(i).name;
+    if (!missing.empty())
+      throw UsageError("gradsync: finish_iteration(): no gradient_ready in iteration " + std::to_string(iter) +
+                       " for layer(s) " + missing + "; every rank must hand over every layer each iteration");
+    iteration_.store(iter + 1);
+    iterations_.fetch_add(1);
+  }
+
+  /// Blocks until every handed-over layer is aggregated.
+  void wait_all() {
+    for (std::size_t l = 0; l < layers_.size(); ++l) wait_for(l);
+  }
+
+  /// True when layer `layer` has no unit in flight.
+  bool done(std::size_t layer) const {
+    check_layer(layer, "done");
+    return layers_[layer].remaining.load() == 0;
+  }
+
+  Statistics stats() const {
+    Statistics s;
+    s.units = units_done_.load();
+    s.bytes_sent = bytes_sent_.load();
+    s.iterations = iterations_.load();
+    s.queued_seconds = queued_ns_.load() * 1e-9;
+    s.wire_seconds = wire_ns_.load() * 1e-9;
+    s.exposed_wait_seconds = exposed_wait_ns_.load() * 1e-9;
+    return s;
+  }
+  const std::vector<Unit>& units() const { return units_; }
+  const ModelLayout& layout() const { return layout_; }
+  /// "fixed:40000/forward/fp32/ring": the policies, as in the handshake.
+  std::string describe() const {
+    return slicing_.describe() + "/" + std::string(priority_.name()) + "/" + std::string(codec_.name()) + "/" +
+           std::string(collective_.name());
+  }
+
+ private:
+  struct Layer {
+    std::vector<std::uint32_t> units;  // units carrying part of this layer
+    std::span<float> grad;
+    std::atomic<std::int64_t> submitted{-1};  // iteration of the latest gradient_ready
+    std::atomic<int> remaining{0};            // its units not yet aggregated
+  };
+  struct UnitState {
+    std::atomic<int> pending{0};                    // layers still to hand over this iteration
+    std::atomic<std::int64_t> ready_iteration{-1};  // iteration in which the unit became ready
+    clock::time_point ready_at{};
+    std::size_t residual_offset = 0;
+  };
+  struct Executor {
+    collective::Workspace ws;
+    std::vector<float> fused;  // gather buffer for fused units
+  };
+
+  bool leader() const { return t_.rank() == 0; }
+
+  std::vector<std::size_t> lane_capacities() const {
+    const std::size_t levels = priority_.levels(layout_);
+    std::vector<std::size_t> cap(levels, 0);
+    for (const Unit& u : units_) {
+      const std::uint32_t k = priority_.key(u);
+      if (k >= levels)
+        throw UsageError("gradsync: priority '" + std::string(priority_.name()) + "' gave key " + std::to_string(k) +
+                         " but declared only " + std::to_string(levels) + " levels");
+      ++cap[k];
+    }
+    return cap;
+  }
+
+  void index_units() {
+    layers_ = std::vector<Layer>(layout_.num_layers());
+    state_ = std::vector<UnitState>(units_.size());
+    std::size_t residual = 0;
+    std::vector<std::size_t> covered(layout_.num_layers(), 0);
+    for (std::uint32_t u = 0; u < units_.size(); ++u) {
+      keys_.push_back(priority_.key(units_[u]));
+      max_elements_ = std::max(max_elements_, units_[u].elements);
+      for (const Segment& s : units_[u].segments) {
+        layers_.at(s.layer).units.push_back(u);
+        covered[s.layer] += s.length;
+      }
+      state_[u].pending.store(static_cast<int>(units_[u].segments.size()));
+      state_[u].residual_offset = residual;
+      residual += units_[u].elements;
+    }
+    for (std::size_t l = 0; l < covered.size(); ++l)
+      if (covered[l] != layout_.layer(l).elements)
+        throw UsageError("gradsync: slicing '" + slicing_.describe() + "' covers " + std::to_string(covered[l]) +
+                         " of the " + std::to_string(layout_.layer(l).elements) + " elements of layer " + std::to_string(l));
+    if (codec_.needs_residual()) residual_.assign(residual, 0.0f);
+  }
+
+  HandshakeInfo hello() const {
+    HandshakeInfo h;
+    h.layout_signature = layout_.signature();
+    h.world = t_.size();
+    h.layers = static_cast<std::uint32_t>(layout_.num_layers());
+    const std::string p = describe() + "/" + (opt_.average ? "mean" : "sum") + "/inflight=" +
+                          std::to_string(opt_.inflight_units) + "/seed=" + std::to_string(opt_.seed);
+    std::strncpy(h.policies, p.c_str(), sizeof h.policies - 1);
+    return h;
+  }
+
+  void start_threads() {
+    executors_.resize(opt_.inflight_units);
+    const std::size_t bytes = codec_.encoded_bytes(max_elements_);
+    for (auto& e : executors_) {
+      e.ws.send.resize(bytes);
+      e.ws.recv.resize(bytes);
+      e.fused.resize(max_elements_);
+    }
+    threads_.emplace_back([this] { guarded([this] { leader() ? lead() : follow(); }); });
+    for (auto& e : executors_) threads_.emplace_back([this, &e] { guarded([this, &e] { execute(e); }); });
+  }
+
+  // ---- communication thread ----
+  void lead() {
+    const std::size_t credit = opt_.credit_bytes;
+    while (!stop_.load()) {
+      {  // wait for room in the window before choosing, so the choice is as late as possible
+        std::unique_lock lock(mutex_);
+        cv_.wait(lock, [&] { return stopping() || (inflight_units_ < opt_.inflight_units && inflight_bytes_ < credit); });
+      }
+      const std::uint64_t seen = lanes_.pushes();
+      const auto u = lanes_.try_pop();
+      if (!u) {
+        if (!stopping()) lanes_.wait_for_push(seen);
+        continue;
+      }
+      const std::size_t bytes = units_[*u].elements * sizeof(float);
+      {
+        std::unique_lock lock(mutex_);
+        cv_.wait(lock, [&] { return stopping() || inflight_units_ == 0 || inflight_bytes_ + bytes <= credit; });
+        ++inflight_units_;
+        inflight_bytes_ += bytes;
+      }
+      const schedule::Decision d{state_[*u].ready_iteration.load(), *u};
+      for (int r = 1; r < t_.size(); ++r) t_.send(r, transport::schedule_tag, std::as_bytes(std::span(&d, 1)));
+      dispatch_.push(d);
+    }
+  }
+
+  void follow() {
+    while (!stop_.load()) {
+      schedule::Decision d;
+      const auto got = t_.recv_for(0, transport::schedule_tag, std::as_writable_bytes(std::span(&d, 1)),
+                                   std::chrono::milliseconds(50));
+      if (!got) continue;
+      if (*got != sizeof d || d.unit >= units_.size())
+        throw PeerError("gradsync: " + t_.describe() + " got a malformed schedule message from rank 0");
+      dispatch_.push(d);
+    }
+  }
+
+  // ---- executors ----
+  void execute(Executor& e) {
+    while (auto d = dispatch_.pop()) {
+      UnitState& s = state_[d->unit];
+      {
+        std::unique_lock lock(mutex_);
+        cv_.wait(lock, [&] { return stopping() || s.ready_iteration.load() >= d->iteration; });
+      }
+      if (stopping()) return;
+      if (s.ready_iteration.load() != d->iteration)
+        throw PeerError("gradsync: " + t_.describe() + " is at iteration " + std::to_string(s.ready_iteration.load()) +
+                        " for unit " + std::to_string(d->unit) + " but rank 0 scheduled iteration " +
+                        std::to_string(d->iteration) + ": ranks must call finish_iteration() in step");
+      run_unit(e, d->unit, d->iteration);
+    }
+  }
+
+  void run_unit(Executor& e, std::uint32_t u, std::int64_t iter) {
+    const Unit& unit = units_[u];
+    UnitState& s = state_[u];
+    const auto started = clock::now();
+    std::span<float> data = unit.fused() ? std::span(e.fused).first(unit.elements) : segment_span(unit.segments[0]);
+    if (unit.fused()) {
+      std::size_t off = 0;
+      for (const Segment& g : unit.segments) off = std::ranges::copy(segment_span(g), data.begin() + off).out - data.begin();
+    }
+    codec::EncodeContext ctx{.seed = opt_.seed, .iteration = static_cast<std::uint64_t>(iter), .unit = u};
+    if (codec_.needs_residual()) {  // error feedback on this rank's own gradient, before any collective
+      ctx.residual = std::span(residual_).subspan(s.residual_offset, unit.elements);
+      const std::size_t bytes = codec_.encode(data, e.ws.send, ctx);
+      codec_.decode(std::span<const std::byte>(e.ws.send).first(bytes), data);
+      ctx.residual = {};
+    }
+    collective::Job job{data, u, ctx, opt_.average};
+    const std::size_t sent = collective_.run(t_, codec_, job, e.ws);
+    if (unit.fused()) {
+      std::size_t off = 0;
+      for (const Segment& g : unit.segments) {
+        std::ranges::copy(data.subspan(off, g.length), segment_span(g).begin());
+        off += g.length;
+      }
+    }
+    const auto finished = clock::now();
+    bytes_sent_.fetch_add(sent);
+    units_done_.fetch_add(1);
+    add_seconds(queued_ns_, started - s.ready_at);
+    add_seconds(wire_ns_, finished - started);
+    if (opt_.on_unit) opt_.on_unit({u, iter, unit.elements, sent, s.ready_at, started, finished});
+    {
+      std::lock_guard lock(mutex_);
+      for (const Segment& g : unit.segments) layers_[g.layer].remaining.fetch_sub(1);
+      if (leader()) {
+        --inflight_units_;
+        inflight_bytes_ -= unit.elements * sizeof(float);
+      }
+    }
+    cv_.notify_all();
+  }
+
+  std::span<float> segment_span(const Segment& g) const { return layers_[g.layer].grad.subspan(g.offset, g.length); }
+
+  // ---- waiting and failure ----
+  void wait_layer(std::size_t layer, const char* who) {
+    std::unique_lock lock(mutex_);
+    const bool ok = cv_.wait_for(lock, opt_.timeout, [&] { return failed_.load() || layers_[layer].remaining.load() == 0; });
+    lock.unlock();
+    rethrow_if_failed();
+    if (!ok)
+      throw PeerError("gradsync: " + std::string(who) + "(" + std::to_string(layer) + "): layer '" +
+                      layout_.layer(layer).name + "' not aggregated after " + std::to_string(opt_.timeout.count()) +
+                      " ms on " + t_.describe() + ": a peer rank died or did not hand over this layer");
+  }
+
+  template <class F>
+  void guarded(F&& body) {
+    try {
+      body();
+    } catch (...) {
+      {
+        std::lock_guard lock(mutex_);
+        if (!error_) error_ = std::current_exception();
+        failed_.store(true);
+      }
+      stop_.store(true);
+      lanes_.wake();
+      dispatch_.close();
+      cv_.notify_all();
+    }
+  }
+  bool stopping() const { return stop_.load(); }
+  void notify() {
+    { std::lock_guard lock(mutex_); }
+    cv_.notify_all();
+  }
+  void rethrow_if_failed() const {
+    if (!failed_.load()) return;
+    std::lock_guard lock(mutex_);
+    std::rethrow_exception(error_);
+  }
+  void check_layer(std::size_t layer, const char* who) const {
+    if (layer >= layers_.size())
+      throw UsageError("gradsync: " + std::string(who) + "(" + std::to_string(layer) + "): layer id out of range; the layout has " +
+                       std::to_string(layers_.size()) + " layers (0.." + std::to_string(layers_.size() - 1) + ")");
+  }
+  static void add_seconds(std::atomic<std::int64_t>& acc, clock::duration d) {
+    acc.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+  }
+
+  transport::Transport& t_;
+  ModelLayout layout_;
+  Options opt_;
+  Slicing slicing_;
+  Priority priority_;
+  Codec codec_;
+  Collective collective_;
+  std::vector<Unit> units_;
+  std::vector<std::uint32_t> keys_;
+  std::size_t max_elements_ = 0;
+  std::vector<Layer> layers_;
+  std::vector<UnitState> state_;
+  std::vector<float> residual_;  // error-feedback memory, per unit, when the codec needs one
+  schedule::PriorityLanes lanes_;
+  schedule::DispatchQueue dispatch_;
+  std::vector<Executor> executors_;
+  std::vector<std::thread> threads_;
+
+  mutable std::mutex mutex_;  // guards the window counters and every wait below
+  std::condition_variable cv_;
+  std::size_t inflight_units_ = 0, inflight_bytes_ = 0;  // leader's window
+  std::atomic<std::int64_t> iteration_{0};
+  std::atomic<bool> stop_{false}, failed_{false};
+  std::exception_ptr error_;
+
+  std::atomic<std::uint64_t> units_done_{0}, bytes_sent_{0}, iterations_{0};
+  std::atomic<std::int64_t> queued_ns_{0}, wire_ns_{0}, exposed_wait_ns_{0};
+};
+
+}  // namespace gradsync

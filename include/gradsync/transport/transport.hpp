@@ -1,0 +1,64 @@
+#pragma once
+/// Transport: who talks to whom. A runtime object (InProcess, Mpi, Nccl, Throttled<...>) giving
+/// tagged point-to-point messages between the ranks of one job. Messages between one pair of
+/// ranks with one tag arrive in the order they were sent.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "../core/error.hpp"
+
+namespace gradsync::transport {
+
+using Tag = std::uint32_t;
+
+/// Tags at or above this value are reserved for gradsync's own control traffic.
+inline constexpr Tag reserved_tags = 0x7fff0000u;
+inline constexpr Tag handshake_tag = reserved_tags + 1;
+inline constexpr Tag schedule_tag = reserved_tags + 2;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// A short description for error messages ("in-process rank 2 of 4").
+  virtual std::string describe() const = 0;
+  /// How long recv waits for a peer before it gives up.
+  virtual std::chrono::milliseconds timeout() const = 0;
+
+  /// Sends `data` to `dst`. `data` may be reused as soon as send returns.
+  virtual void send(int dst, Tag tag, std::span<const std::byte> data) = 0;
+  /// Receives the next message from `src` with `tag` into `out`, waiting at most `wait`.
+  /// Returns its size, or nothing if none arrived in time. A message longer than `out` throws
+  /// WireError (it is consumed, never written out of bounds).
+  virtual std::optional<std::size_t> recv_for(int src, Tag tag, std::span<std::byte> out,
+                                              std::chrono::milliseconds wait) = 0;
+
+  /// recv_for with the transport's timeout; a silent peer becomes a PeerError naming it.
+  std::size_t recv(int src, Tag tag, std::span<std::byte> out) {
+    if (auto n = recv_for(src, tag, out, timeout())) return *n;
+    throw PeerError("gradsync: " + describe() + " waited " + std::to_string(timeout().count()) +
+                    " ms for rank " + std::to_string(src) + " (tag " + std::to_string(tag) +
+                    "): that rank died, stopped calling gradient_ready, or is too slow; "
+                    "raise Options::timeout if it is only slow");
+  }
+  /// Sends to `dst` and receives from `src` at the same time (ring steps). Transports whose send
+  /// can block until the peer receives override this.
+  virtual std::size_t sendrecv(int dst, std::span<const std::byte> data, int src, std::span<std::byte> out,
+                               Tag tag) {
+    send(dst, tag, data);
+    return recv(src, tag, out);
+  }
+
+ protected:
+  void check_peer(int peer) const {
+    if (peer < 0 || peer >= size())
+      throw UsageError("gradsync: " + describe() + ": peer rank " + std::to_string(peer) + " out of range");
+  }
+};
+
+}  // namespace gradsync::transport

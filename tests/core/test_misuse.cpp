@@ -1,0 +1,138 @@
+// Misuse gets a clear exception naming the problem and the fix.
+#include <catch2/catch.hpp>
+
+#include "support/ranks.hpp"
+
+using namespace gradsync;
+using namespace std::chrono_literals;
+
+namespace {
+const ModelLayout kLayout{{"w", 100}, {"b", 10}};
+
+/// Reports one rank fewer than there are: a rank whose job was started with another world size.
+class ShrunkTransport final : public transport::Transport {
+ public:
+  explicit ShrunkTransport(transport::Transport& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size() - 1; }
+  std::string describe() const override { return inner_.describe(); }
+  std::chrono::milliseconds timeout() const override { return inner_.timeout(); }
+  void send(int dst, transport::Tag tag, std::span<const std::byte> d) override { inner_.send(dst, tag, d); }
+  std::optional<std::size_t> recv_for(int src, transport::Tag tag, std::span<std::byte> out,
+                                      std::chrono::milliseconds wait) override {
+    return inner_.recv_for(src, tag, out, wait);
+  }
+
+ private:
+  transport::Transport& inner_;
+};
+
+/// Runs `make` on 3 ranks and returns each rank's error message ("" when it succeeded).
+std::vector<std::string> construct_on_3(const std::function<void(int, transport::Transport&)>& make) {
+  return testing::run_ranks<std::string>(3, [&](int r, transport::Transport& t) -> std::string {
+    try {
+      make(r, t);
+      return "";
+    } catch (const PeerError& e) {
+      return e.what();
+    }
+  });
+}
+}  // namespace
+
+TEST_CASE("gradient_ready rejects a span of the wrong size, naming the layer") {
+  transport::InProcessGroup g(1);
+  AnySynchronizer sync(g.rank(0), kLayout);
+  std::vector<float> v(99);
+  REQUIRE_THROWS_WITH(sync.gradient_ready(0, v), Catch::Contains("99 elements") && Catch::Contains("'w' has 100"));
+}
+
+TEST_CASE("layer ids out of range are rejected") {
+  transport::InProcessGroup g(1);
+  AnySynchronizer sync(g.rank(0), kLayout);
+  std::vector<float> v(10);
+  REQUIRE_THROWS_WITH(sync.gradient_ready(2, v), Catch::Contains("out of range") && Catch::Contains("0..1"));
+  REQUIRE_THROWS_AS(sync.wait_for(7), UsageError);
+}
+
+TEST_CASE("gradient_ready twice for one layer in one iteration is rejected") {
+  transport::InProcessGroup g(1);
+  AnySynchronizer sync(g.rank(0), kLayout);
+  std::vector<float> w(100), b(10);
+  sync.gradient_ready(1, b);
+  REQUIRE_THROWS_WITH(sync.gradient_ready(1, b), Catch::Contains("twice") && Catch::Contains("finish_iteration"));
+  sync.gradient_ready(0, w);
+  sync.finish_iteration();
+  sync.gradient_ready(1, b);  // a new iteration: fine again
+  sync.gradient_ready(0, w);
+  sync.finish_iteration();
+  sync.wait_all();
+}
+
+TEST_CASE("finish_iteration names the layers that were not handed over") {
+  transport::InProcessGroup g(1);
+  AnySynchronizer sync(g.rank(0), kLayout);
+  std::vector<float> b(10);
+  sync.gradient_ready(1, b);
+  REQUIRE_THROWS_WITH(sync.finish_iteration(), Catch::Contains("for layer(s) w"));
+  sync.wait_all();
+}
+
+TEST_CASE("unknown policy strings are configuration errors") {
+  transport::InProcessGroup g(1);
+  REQUIRE_THROWS_AS(AnySynchronizer(g.rank(0), kLayout, {.collective = "rign"}), ConfigError);
+  REQUIRE_THROWS_AS(AnySynchronizer(g.rank(0), kLayout, {.codec = "fp33"}), ConfigError);
+}
+
+TEST_CASE("ranks that disagree on the world size all fail with the same message") {
+  const auto errors = construct_on_3([](int r, transport::Transport& t) {
+    ShrunkTransport shrunk(t);
+    AnySynchronizer sync(r == 2 ? static_cast<transport::Transport&>(shrunk) : t, kLayout);
+  });
+  for (const auto& e : errors) REQUIRE(e == errors[0]);
+  REQUIRE_THAT(errors[0], Catch::Contains("rank 2 sees 2 ranks but rank 0 sees 3"));
+}
+
+TEST_CASE("a rank with another model fails every rank, naming it") {
+  const auto errors = construct_on_3([](int r, transport::Transport& t) {
+    AnySynchronizer sync(t, r == 1 ? ModelLayout{{"w", 100}, {"b", 11}} : kLayout);
+  });
+  for (const auto& e : errors) REQUIRE(e == errors[0]);
+  REQUIRE_THAT(errors[0], Catch::Contains("rank 1 has a different model layout"));
+}
+
+TEST_CASE("a rank with other policies fails every rank, naming it") {
+  const auto errors = construct_on_3([](int r, transport::Transport& t) {
+    AnySynchronizer sync(t, kLayout, {.collective = r == 2 ? "ps" : "ring"});
+  });
+  for (const auto& e : errors) REQUIRE(e == errors[0]);
+  REQUIRE_THAT(errors[0], Catch::Contains("rank 2 uses policies") && Catch::Contains("/ps/"));
+}
+
+TEST_CASE("a rank that never joins makes the handshake fail within the timeout") {
+  transport::InProcessGroup g(2, 200ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE_THROWS_WITH(AnySynchronizer(g.rank(0), kLayout), Catch::Contains("rank 1") && Catch::Contains("died"));
+  REQUIRE(std::chrono::steady_clock::now() - t0 < 5s);
+}
+
+TEST_CASE("a rank that stops handing over gradients makes wait_for fail, not hang") {
+  const auto errors = testing::run_ranks<std::string>(
+      2,
+      [](int r, transport::Transport& t) -> std::string {
+        AnySynchronizer sync(t, kLayout, {}, Options{.timeout = 300ms});
+        if (r == 1) return "";  // this rank walks away
+        std::vector<float> w(100), b(10);
+        sync.gradient_ready(1, b);
+        sync.gradient_ready(0, w);
+        sync.finish_iteration();
+        try {
+          sync.wait_for(0);
+        } catch (const PeerError& e) {
+          return e.what();
+        }
+        return "no error";
+      },
+      300ms);
+  REQUIRE_THAT(errors[0], Catch::Contains("rank 1") || Catch::Contains("not aggregated"));
+}
