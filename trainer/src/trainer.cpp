@@ -27,13 +27,16 @@ class Rank final : public StepHooks {
   }
 
   Model& model() { return *model_; }
+  double wait_seconds() const { return wait_seconds_; }
   Optimizer& optimizer() { return opt_; }
 
   // Forward of a layer: its gradients from the last iteration must be aggregated and applied first.
   void before_forward(std::span<Param* const> params) override {
     for (auto* p : params)
       if (pending_[p->index]) {
+        const auto t0 = Clock::now();
         sync_->wait_for(p->index);
+        wait_seconds_ += since(t0);
         opt_.step(*p, pending_lr_);
         pending_[p->index] = 0;
       }
@@ -77,6 +80,7 @@ class Rank final : public StepHooks {
   std::unique_ptr<GradientSync> sync_;
   std::vector<char> pending_, ready_;
   float pending_lr_ = 0.0f;
+  double wait_seconds_ = 0;  // blocked in wait_for: communication not hidden behind compute
   SoftmaxCrossEntropy loss_;
 };
 
@@ -228,6 +232,7 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
       if (lead) {
         result.iterations = done_in_run;
         result.seconds = since(run_start);
+        result.sync_wait_seconds = rank.wait_seconds();
         result.images_per_second = train_seconds > 0 ? double(done_in_run * cfg.batch * cfg.ranks) / train_seconds : 0;
         for (auto* p : rank.model().params()) result.weights.emplace_back(p->value.span().begin(), p->value.span().end());
       }

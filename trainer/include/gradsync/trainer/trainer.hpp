@@ -52,6 +52,7 @@ struct TrainResult {
   double seconds = 0, images_per_second = 0;
   double test_loss = 0, test_accuracy = 0;    ///< last evaluation
   std::size_t parameters = 0;
+  double sync_wait_seconds = 0;               ///< rank 0 blocked in wait_for (exposed communication)
   std::vector<std::vector<float>> weights;    ///< rank 0's final parameters, forward order
 };
 
