@@ -122,6 +122,16 @@ Dataset synthetic_tokens(std::size_t length, std::size_t vocab, std::size_t coun
   return d;
 }
 
+Dataset split_tail(Dataset& data, std::size_t count) {
+  if (count > data.size()) throw std::invalid_argument("split: asked for more samples than the dataset holds");
+  const std::size_t keep = data.size() - count, s = product(data.sample), l = data.labels_per_sample;
+  Dataset tail{data.sample, l, data.classes, {data.inputs.begin() + long(keep * s), data.inputs.end()},
+               {data.labels.begin() + long(keep * l), data.labels.end()}};
+  data.inputs.resize(keep * s);
+  data.labels.resize(keep * l);
+  return tail;
+}
+
 void gather_samples(const Dataset& data, const std::uint32_t* indices, std::size_t count, Tensor& x,
                     std::vector<std::int32_t>& y) {
   Shape shape{count};

@@ -97,11 +97,13 @@ Datasets load_data(const TrainConfig& cfg) {
     return {load_fashion_mnist(true, cfg.data_dir), load_fashion_mnist(false, cfg.data_dir)};
   }
   if (cfg.dataset == "synthetic") {
-    if (cfg.model.name == "lstm-lm")
-      return {synthetic_tokens(cfg.model.input.at(0), cfg.model.classes, cfg.synthetic_train, cfg.seed),
-              synthetic_tokens(cfg.model.input.at(0), cfg.model.classes, cfg.synthetic_test, cfg.seed + 1)};
-    return {synthetic_images(cfg.model.input, cfg.model.classes, cfg.synthetic_train, cfg.seed),
-            synthetic_images(cfg.model.input, cfg.model.classes, cfg.synthetic_test, cfg.seed + 1)};
+    // One draw split in two, so the test samples share the training samples' class patterns.
+    const std::size_t n = cfg.synthetic_train + cfg.synthetic_test;
+    Dataset all = cfg.model.name == "lstm-lm"
+                      ? synthetic_tokens(cfg.model.input.at(0), cfg.model.classes, n, cfg.seed)
+                      : synthetic_images(cfg.model.input, cfg.model.classes, n, cfg.seed);
+    Dataset test = split_tail(all, cfg.synthetic_test);
+    return {std::move(all), std::move(test)};
   }
   throw std::invalid_argument("unknown dataset '" + cfg.dataset + "' (valid: fashion-mnist, synthetic)");
 }

@@ -34,6 +34,9 @@ Dataset synthetic_images(const Shape& sample, std::size_t classes, std::size_t c
 /// (with some noise), so the loss can fall.
 Dataset synthetic_tokens(std::size_t length, std::size_t vocab, std::size_t count, std::uint64_t seed);
 
+/// Moves the last `count` samples of `data` into a new dataset (a held-out split).
+Dataset split_tail(Dataset& data, std::size_t count);
+
 /// Rank `rank` of `ranks` sees every ranks-th sample of the epoch's permutation (the permutation is
 /// a function of seed and epoch: the same on every rank, different every epoch). Batches are full;
 /// the last partial one is dropped. batch(epoch, i) is a pure function: resuming needs no state.
