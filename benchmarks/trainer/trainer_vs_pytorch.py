@@ -1,0 +1,79 @@
+"""PyTorch side of trainer_vs_pytorch: the same vgg11 / resnet20 as gradsync's trainer
+(trainer/src/models.cpp) on 1x28x28, forward + cross-entropy + backward, median seconds per batch.
+Prints one "name wall_seconds cpu_seconds" line per model (process CPU time: robust on a shared machine)."""
+import argparse
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def vgg11(classes=10, size=28):
+    layers, c, h = [], 1, size
+    for v in [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"]:
+        if v == "M":
+            if h >= 4:  # gradsync skips a pool once the map is under 4x4
+                layers.append(nn.MaxPool2d(2, 2))
+                h //= 2
+            continue
+        layers += [nn.Conv2d(c, v, 3, padding=1), nn.ReLU(inplace=True)]
+        c = v
+    return nn.Sequential(*layers, nn.Flatten(), nn.Linear(c * h * h, 4096), nn.ReLU(True), nn.Dropout(0.5),
+                         nn.Linear(4096, 4096), nn.ReLU(True), nn.Dropout(0.5), nn.Linear(4096, classes))
+
+
+class Block(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        out = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
+        return F.relu(out + (self.downsample(x) if self.downsample is not None else x))
+
+
+def resnet20(classes=10):
+    layers, c = [nn.Conv2d(1, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(True)], 16
+    for stage, planes in enumerate([16, 32, 64]):
+        for i in range(3):
+            layers.append(Block(c, planes, 2 if i == 0 and stage > 0 else 1))
+            c = planes
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, classes))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default="vgg11,resnet20")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--reps", type=int, default=10)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(1)
+    for name in a.models.split(","):
+        model = {"vgg11": vgg11, "resnet20": resnet20}[name]()
+        model.train()
+        x = torch.randn(a.batch, 1, 28, 28)
+        y = torch.arange(a.batch) % 10
+        walls, cpus = [], []
+        for r in range(a.reps + 2):
+            t0, c0 = time.perf_counter(), time.process_time()
+            model.zero_grad(set_to_none=True)
+            F.cross_entropy(model(x), y).backward()
+            if r >= 2:
+                walls.append(time.perf_counter() - t0)
+                cpus.append(time.process_time() - c0)
+        walls.sort()
+        cpus.sort()
+        print(name, walls[len(walls) // 2], cpus[len(cpus) // 2], flush=True)
+
+
+if __name__ == "__main__":
+    main()

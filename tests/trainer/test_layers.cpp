@@ -1,0 +1,209 @@
+// Finite-difference gradient checks for every layer type, plus the hook order contract.
+#include <algorithm>
+#include <numeric>
+
+#include "gradcheck.hpp"
+#include "gradsync/trainer/layers.hpp"
+#include "gradsync/trainer/model.hpp"
+
+using namespace gradsync::trainer;
+using test::GradCheck;
+using test::random_tensor;
+
+namespace {
+// Distinct values at least 0.05 apart, none near 0: no kinks (ReLU, max) within the FD step.
+Tensor separated(Shape shape, std::uint64_t seed) {
+  Tensor t(std::move(shape));
+  std::vector<std::size_t> perm(t.size());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937_64(seed));
+  for (std::size_t i = 0; i < t.size(); ++i) t[i] = (float(perm[i]) - float(t.size()) / 2.0f) * 0.05f + 0.025f;
+  return t;
+}
+void init(Module& m, std::uint64_t seed = 3) {
+  std::vector<Param*> ps;
+  m.collect_params(ps);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+  for (auto* p : ps)
+    for (std::size_t i = 0; i < p->value.size(); ++i) p->value[i] = (p->init == Param::Init::ones ? 1.0f : 0.0f) + u(rng);
+}
+}  // namespace
+
+TEST_CASE("Conv2d gradients (stride, padding, bias)", "[trainer][gradcheck]") {
+  for (auto [k, s, p] : {std::tuple{3, 1, 1}, std::tuple{3, 2, 1}, std::tuple{1, 2, 0}, std::tuple{5, 1, 2}}) {
+    Conv2d conv("conv", 3, 4, k, s, p, true);
+    init(conv);
+    CHECK(GradCheck{}.run(conv, random_tensor({2, 3, 7, 6}, 11)) > 0);
+  }
+  Conv2d nobias("conv_nobias", 2, 3, 3, 1, 0, false);
+  init(nobias);
+  GradCheck{}.run(nobias, random_tensor({3, 2, 5, 5}, 12));
+}
+
+TEST_CASE("BatchNorm2d gradients in train mode", "[trainer][gradcheck]") {
+  BatchNorm2d bn("bn", 3);
+  init(bn);
+  GradCheck{.eps = 1e-3}.run(bn, random_tensor({4, 3, 3, 2}, 13));
+  BatchNorm2d bn1d("bn1d", 5);
+  init(bn1d);
+  GradCheck{.eps = 1e-3}.run(bn1d, random_tensor({6, 5}, 14));
+}
+
+TEST_CASE("BatchNorm2d eval mode uses running statistics", "[trainer]") {
+  BatchNorm2d bn("bn", 2, 1.0f);  // momentum 1: running stats = last batch's
+  Tensor x = random_tensor({8, 2, 2, 2}, 15, 1.0f, 3.0f);
+  Context train{.training = true}, eval{};
+  Tensor yt = bn.forward(x, train);
+  Tensor ye = bn.forward(x, eval);
+  // Eval uses the unbiased variance: M/(M-1) larger, so outputs shrink by sqrt((M-1)/M).
+  const float shrink = std::sqrt(31.0f / 32.0f);
+  for (std::size_t i = 0; i < x.size(); ++i) REQUIRE(ye[i] == Approx(yt[i] * shrink).margin(1e-4));
+}
+
+TEST_CASE("ReLU, MaxPool2d, GlobalAvgPool, Flatten gradients", "[trainer][gradcheck]") {
+  ReLU relu;
+  GradCheck{}.run(relu, separated({2, 3, 4, 4}, 16));
+  MaxPool2d pool("pool", 3, 2, 1);
+  GradCheck{}.run(pool, separated({2, 2, 7, 7}, 17));
+  MaxPool2d pool2("pool2", 2, 2);
+  GradCheck{}.run(pool2, separated({1, 3, 6, 6}, 18));
+  GlobalAvgPool gap;
+  GradCheck{}.run(gap, random_tensor({3, 4, 3, 5}, 19));
+  Flatten flat;
+  GradCheck{}.run(flat, random_tensor({2, 3, 2, 2}, 20));
+}
+
+TEST_CASE("Linear gradients, 2-D and sequence inputs", "[trainer][gradcheck]") {
+  Linear fc("fc", 7, 5);
+  init(fc);
+  GradCheck{}.run(fc, random_tensor({4, 7}, 21));
+  GradCheck{}.run(fc, random_tensor({2, 3, 7}, 22));
+}
+
+TEST_CASE("Dropout gradients and statistics", "[trainer][gradcheck]") {
+  Dropout drop("drop", 0.5f, 0);
+  GradCheck{}.run(drop, random_tensor({4, 50}, 23));
+  Context ctx{.training = true, .seed = 1, .step = 5};
+  Tensor x(Shape{10000}, 1.0f);
+  Tensor y = drop.forward(x, ctx);
+  const auto zeros = std::count(y.data(), y.data() + y.size(), 0.0f);
+  CHECK(zeros > 4700);
+  CHECK(zeros < 5300);
+  for (std::size_t i = 0; i < y.size(); ++i) REQUIRE((y[i] == 0.0f || y[i] == 2.0f));
+  Context eval{};
+  Tensor ye = drop.forward(x, eval);
+  for (std::size_t i = 0; i < y.size(); ++i) REQUIRE(ye[i] == 1.0f);
+}
+
+TEST_CASE("Residual add gradients, identity and projection shortcuts", "[trainer][gradcheck]") {
+  {
+    auto main = std::make_unique<Sequential>("main");
+    main->emplace<Conv2d>("main.conv", 3, 3, 3, 1, 1, false);
+    main->emplace<BatchNorm2d>("main.bn", 3);
+    Residual block("block", std::move(main), nullptr);
+    init(block);
+    GradCheck{.eps = 1e-3}.run(block, random_tensor({2, 3, 4, 4}, 24));
+  }
+  {
+    auto main = std::make_unique<Sequential>("main");
+    main->emplace<Conv2d>("main.conv", 2, 4, 3, 2, 1, true);
+    auto sc = std::make_unique<Sequential>("sc");
+    sc->emplace<Conv2d>("sc.conv", 2, 4, 1, 2, 0, true);
+    Residual block("block", std::move(main), std::move(sc), false);
+    init(block);
+    GradCheck{}.run(block, random_tensor({2, 2, 5, 5}, 25));
+  }
+}
+
+TEST_CASE("Embedding gradients", "[trainer][gradcheck]") {
+  Embedding emb("emb", 6, 4);
+  init(emb);
+  Tensor ids({3, 5});
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = float((i * 7) % 6);  // repeated ids accumulate
+  GradCheck{.check_input = false}.run(emb, ids);
+  Tensor bad({1, 1}, 6.0f);
+  Context ctx{.training = true};
+  CHECK_THROWS_WITH(emb.forward(bad, ctx), Catch::Contains("outside [0, 6)"));
+}
+
+TEST_CASE("LSTM gradients through time", "[trainer][gradcheck]") {
+  LSTM lstm("lstm", 3, 4);
+  init(lstm);
+  GradCheck{.eps = 1e-3, .samples = 30}.run(lstm, random_tensor({2, 5, 3}, 26));
+  Sequential seq("seq");
+  seq.emplace<RowsAsSequence>();
+  seq.emplace<LSTM>("lstm2", 6, 3);
+  seq.emplace<LastStep>();
+  init(seq);
+  GradCheck{.eps = 1e-3}.run(seq, random_tensor({2, 2, 4, 3}, 27));
+}
+
+TEST_CASE("Softmax cross-entropy gradient and accuracy count", "[trainer][gradcheck]") {
+  Tensor logits = random_tensor({5, 4}, 28, -2.0f, 2.0f);
+  std::vector<std::int32_t> labels{0, 3, 1, 2, 3};
+  SoftmaxCrossEntropy ce;
+  ce.forward(logits, labels);
+  Tensor d = ce.backward();
+  for (std::size_t i = 0; i < logits.size(); ++i) {
+    const float old = logits[i];
+    logits[i] = old + 1e-2f;
+    const double up = SoftmaxCrossEntropy{}.forward(logits, labels);
+    logits[i] = old - 1e-2f;
+    const double down = SoftmaxCrossEntropy{}.forward(logits, labels);
+    logits[i] = old;
+    REQUIRE(d[i] == Approx((up - down) / 2e-2).margin(1e-3));
+  }
+  std::size_t expected = 0;
+  for (std::size_t r = 0; r < 5; ++r)
+    expected += std::max_element(logits.data() + r * 4, logits.data() + r * 4 + 4) - (logits.data() + r * 4) == labels[r];
+  CHECK(ce.correct() == expected);
+  std::vector<std::int32_t> bad{0, 4, 1, 2, 3};
+  CHECK_THROWS_WITH(ce.forward(logits, bad), Catch::Contains("label 4 outside [0, 4)"));
+}
+
+TEST_CASE("A whole small model passes the gradient check", "[trainer][gradcheck]") {
+  for (const char* name : {"resnet20", "alexnet-bn"}) {
+    auto model = make_model({.name = name, .width = 0.125, .input = {1, 12, 12}, .classes = 3});
+    model->initialize(5);
+    // GradCheck runs on a Module. Many ReLUs: a small step keeps kinks out of the differences.
+    struct Adapter final : Module {
+      Model& m;
+      explicit Adapter(Model& model) : Module("model"), m(model) {}
+      Tensor backward(const Tensor& dy, Context& c) override { return m.backward(dy, c); }
+      void collect_params(std::vector<Param*>& out) override { out = m.params(); }
+      Tensor do_forward(const Tensor& x, Context& c) override { return m.forward(x, c); }
+    } adapter(*model);
+    GradCheck{.eps = 1e-4, .tolerance = 3e-2, .floor = 0.3, .samples = 3}.run(adapter, random_tensor({4, 1, 12, 12}, 29));
+  }
+}
+
+namespace {
+struct Recorder final : StepHooks {
+  std::vector<std::pair<char, std::size_t>> events;
+  void before_forward(std::span<Param* const> ps) override { for (auto* p : ps) events.emplace_back('f', p->index); }
+  void after_backward(std::span<Param* const> ps) override {
+    for (auto it = ps.rbegin(); it != ps.rend(); ++it) events.emplace_back('b', (*it)->index);
+  }
+};
+}  // namespace
+
+TEST_CASE("Hooks: forward order before compute, every gradient once in reverse order", "[trainer]") {
+  for (const char* name : {"resnet20", "lstm-lm", "vgg11"}) {
+    ModelConfig cfg{.name = name, .width = 0.125, .input = {1, 16, 16}, .classes = 10};
+    if (std::string(name) == "lstm-lm") cfg.input = {4};
+    auto model = make_model(cfg);
+    model->initialize(1);
+    Recorder rec;
+    Context ctx{.training = true, .hooks = &rec};
+    Tensor x = std::string(name) == "lstm-lm" ? Tensor({2, 4}, 1.0f) : random_tensor({2, 1, 16, 16}, 30);
+    Tensor y = model->forward(x, ctx);
+    model->backward(random_tensor(y.shape(), 31), ctx);
+    const std::size_t n = model->params().size();
+    REQUIRE(rec.events.size() == 2 * n);
+    for (std::size_t i = 0; i < n; ++i) {
+      REQUIRE(rec.events[i] == std::pair<char, std::size_t>{'f', i});
+      REQUIRE(rec.events[n + i] == std::pair<char, std::size_t>{'b', n - 1 - i});
+    }
+  }
+}

@@ -1,0 +1,47 @@
+#pragma once
+// The backend seam. Every elementwise / per-channel kernel in the trainer is a small functor with a
+// `GRADSYNC_HD void operator()(std::size_t i) const` body; layers never loop themselves, they hand
+// the functor to `backend::for_each`. The host backend runs it under OpenMP; a CUDA backend (issue 6)
+// adds a `for_each` that launches the same functor on the device and a cuBLAS `gemm`, and switches
+// the `backend` alias below - the layers and models do not change.
+#include <cstddef>
+
+#if defined(__CUDACC__)
+#define GRADSYNC_HD __host__ __device__
+#else
+#define GRADSYNC_HD
+#endif
+
+namespace gradsync::trainer {
+
+namespace host {
+
+/// Runs f(i) for i in [0, n). Parallel (OpenMP, this thread's team size) only when the work is
+/// large (about a millisecond): every parallel region is a barrier, and on a shared machine a
+/// descheduled team member stalls it for a whole time slice. `grain` = work per index, in rough
+/// float operations.
+template <class F>
+void for_each(std::size_t n, const F& f, std::size_t grain = 1) {
+  const bool parallel = n > 1 && n * grain >= (std::size_t(1) << 21);
+#pragma omp parallel for schedule(static) if (parallel)
+  for (std::size_t i = 0; i < n; ++i) f(i);
+}
+
+/// Row-major C[m x n] = alpha * op(A)[m x k] * op(B)[k x n] + beta * C (Eigen, OpenMP-threaded).
+/// lda/ldb/ldc are the row strides of A, B, C as stored (before op).
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
+          const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
+          std::size_t ldc);
+
+/// Sum of squares in double (LARS norms).
+double sum_squares(const float* x, std::size_t n);
+
+/// Threads used by this thread's kernels (OpenMP team size and Eigen's GEMM threads).
+void set_threads(int threads);
+int threads();
+
+}  // namespace host
+
+namespace backend = host;
+
+}  // namespace gradsync::trainer

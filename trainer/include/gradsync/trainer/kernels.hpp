@@ -1,0 +1,335 @@
+#pragma once
+// Elementwise and per-channel kernels as functors (see backend.hpp): plain data members (pointers
+// and sizes) and a GRADSYNC_HD call operator, so the same body runs on the host or a device.
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "gradsync/trainer/backend.hpp"
+
+namespace gradsync::trainer::kernels {
+
+struct ReluForward {
+  const float* x; float* y;
+  GRADSYNC_HD void operator()(std::size_t i) const { y[i] = x[i] > 0.0f ? x[i] : 0.0f; }
+};
+/// Uses the output (y > 0 iff x > 0), so the input need not be kept.
+struct ReluBackward {
+  const float* y; const float* dy; float* dx;
+  GRADSYNC_HD void operator()(std::size_t i) const { dx[i] = y[i] > 0.0f ? dy[i] : 0.0f; }
+};
+struct Add {
+  const float* a; const float* b; float* y;
+  GRADSYNC_HD void operator()(std::size_t i) const { y[i] = a[i] + b[i]; }
+};
+struct AddRelu {
+  const float* a; const float* b; float* y;
+  GRADSYNC_HD void operator()(std::size_t i) const { float v = a[i] + b[i]; y[i] = v > 0.0f ? v : 0.0f; }
+};
+struct Accumulate {
+  const float* x; float* y;
+  GRADSYNC_HD void operator()(std::size_t i) const { y[i] += x[i]; }
+};
+
+/// splitmix64: a counter-based hash; uniform in [0, 1) from (key, counter).
+GRADSYNC_HD inline float hash_uniform(std::uint64_t key, std::uint64_t counter) {
+  std::uint64_t z = key + 0x9E3779B97F4A7C15ull * (counter + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+}
+/// Dropout in both directions: y = x * keep / (1 - p), keep = hash >= p.
+struct DropoutApply {
+  const float* x; float* y; std::uint64_t key; float p; float scale;
+  GRADSYNC_HD void operator()(std::size_t i) const { y[i] = hash_uniform(key, i) >= p ? x[i] * scale : 0.0f; }
+};
+
+/// Per-channel batch statistics; i = channel. x is [N, C, S]. Two-pass variance for accuracy.
+struct BnStats {
+  const float* x; float* mean; float* inv_std; std::size_t n, c, s; float eps;
+  GRADSYNC_HD void operator()(std::size_t ch) const {
+    double sum = 0.0;
+    for (std::size_t b = 0; b < n; ++b) {
+      const float* p = x + (b * c + ch) * s;
+      for (std::size_t j = 0; j < s; ++j) sum += p[j];
+    }
+    const double m = sum / double(n * s);
+    double var = 0.0;
+    for (std::size_t b = 0; b < n; ++b) {
+      const float* p = x + (b * c + ch) * s;
+      for (std::size_t j = 0; j < s; ++j) { double d = p[j] - m; var += d * d; }
+    }
+    mean[ch] = float(m);
+    inv_std[ch] = float(1.0 / std::sqrt(var / double(n * s) + eps));
+  }
+};
+/// xhat = (x - mean) * inv_std; y = gamma * xhat + beta; i = (image, channel) plane.
+struct BnNormalize {
+  const float* x; const float* mean; const float* inv_std; const float* gamma; const float* beta;
+  float* xhat; float* y; std::size_t c, s;
+  GRADSYNC_HD void operator()(std::size_t plane) const {
+    const std::size_t ch = plane % c;
+    const float m = mean[ch], is = inv_std[ch], g = gamma[ch], b = beta[ch];
+    const float* px = x + plane * s;
+    float* py = y + plane * s;
+    float* ph = xhat ? xhat + plane * s : nullptr;
+    for (std::size_t j = 0; j < s; ++j) {
+      const float h = (px[j] - m) * is;
+      if (ph) ph[j] = h;
+      py[j] = g * h + b;
+    }
+  }
+};
+/// Per channel: dgamma = sum(dy * xhat), dbeta = sum(dy).
+struct BnParamGrads {
+  const float* dy; const float* xhat; float* dgamma; float* dbeta; std::size_t n, c, s;
+  GRADSYNC_HD void operator()(std::size_t ch) const {
+    double g = 0.0, b = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const float* pd = dy + (i * c + ch) * s;
+      const float* ph = xhat + (i * c + ch) * s;
+      for (std::size_t j = 0; j < s; ++j) { g += double(pd[j]) * ph[j]; b += pd[j]; }
+    }
+    dgamma[ch] = float(g);
+    dbeta[ch] = float(b);
+  }
+};
+/// dx = gamma * inv_std / M * (M dy - dbeta - xhat dgamma), M = n * s; i = plane.
+struct BnInputGrad {
+  const float* dy; const float* xhat; const float* gamma; const float* inv_std; const float* dgamma;
+  const float* dbeta; float* dx; std::size_t c, s; float inv_m;
+  GRADSYNC_HD void operator()(std::size_t plane) const {
+    const std::size_t ch = plane % c;
+    const float k = gamma[ch] * inv_std[ch] * inv_m, dg = dgamma[ch], db = dbeta[ch], m = 1.0f / inv_m;
+    const float* pd = dy + plane * s;
+    const float* ph = xhat + plane * s;
+    float* px = dx + plane * s;
+    for (std::size_t j = 0; j < s; ++j) px[j] = k * (m * pd[j] - db - ph[j] * dg);
+  }
+};
+
+/// Output positions o in [0, n) whose input coordinate o * stride + k - pad lies in [0, size):
+/// [lo, hi). Lets im2col/col2im run their inner loops without per-element bounds checks.
+GRADSYNC_HD inline void valid_range(std::size_t n, std::size_t size, std::size_t k, std::size_t stride, std::size_t pad,
+                                    std::size_t& lo, std::size_t& hi) {
+  lo = k >= pad ? 0 : (pad - k + stride - 1) / stride;
+  const long last = long(size) - 1 + long(pad) - long(k);  // o * stride <= last
+  hi = last < 0 ? 0 : std::size_t(last) / stride + 1;
+  if (hi > n) hi = n;
+  if (lo > hi) lo = hi;
+}
+
+/// im2col for one image: row r = (ci, ky, kx) of the column matrix, columns [col_offset, +oh*ow)
+/// of a matrix with `ld` columns (several images side by side).
+struct Im2col {
+  const float* x; float* col; std::size_t h, w, k, stride, pad, oh, ow, ld, col_offset;
+  GRADSYNC_HD void operator()(std::size_t r) const {
+    const std::size_t ci = r / (k * k), ky = (r / k) % k, kx = r % k;
+    const float* plane = x + ci * h * w;
+    float* out = col + r * ld + col_offset;
+    std::size_t ylo, yhi, xlo, xhi;
+    valid_range(oh, h, ky, stride, pad, ylo, yhi);
+    valid_range(ow, w, kx, stride, pad, xlo, xhi);
+    for (std::size_t oy = 0; oy < oh; ++oy) {
+      float* row = out + oy * ow;
+      if (oy < ylo || oy >= yhi) { for (std::size_t ox = 0; ox < ow; ++ox) row[ox] = 0.0f; continue; }
+      // Offset of input (iy, ix) for ox = 0 (may be negative: only ox in [xlo, xhi) are read).
+      const long base = long(oy * stride + ky - pad) * long(w) + long(kx) - long(pad);
+      for (std::size_t ox = 0; ox < xlo; ++ox) row[ox] = 0.0f;
+      if (stride == 1) for (std::size_t ox = xlo; ox < xhi; ++ox) row[ox] = plane[base + long(ox)];
+      else for (std::size_t ox = xlo; ox < xhi; ++ox) row[ox] = plane[base + long(ox * stride)];
+      for (std::size_t ox = xhi; ox < ow; ++ox) row[ox] = 0.0f;
+    }
+  }
+};
+/// col2im for one image, i = input channel (each channel sums only its own rows: no races).
+struct Col2im {
+  const float* col; float* x; std::size_t h, w, k, stride, pad, oh, ow, ld, col_offset;
+  GRADSYNC_HD void operator()(std::size_t ci) const {
+    float* plane = x + ci * h * w;
+    for (std::size_t j = 0; j < h * w; ++j) plane[j] = 0.0f;
+    for (std::size_t ky = 0; ky < k; ++ky) {
+      std::size_t ylo, yhi;
+      valid_range(oh, h, ky, stride, pad, ylo, yhi);
+      for (std::size_t kx = 0; kx < k; ++kx) {
+        std::size_t xlo, xhi;
+        valid_range(ow, w, kx, stride, pad, xlo, xhi);
+        const float* src = col + ((ci * k + ky) * k + kx) * ld + col_offset;
+        for (std::size_t oy = ylo; oy < yhi; ++oy) {
+          const long base = long(oy * stride + ky - pad) * long(w) + long(kx) - long(pad);
+          const float* row = src + oy * ow;
+          if (stride == 1) for (std::size_t ox = xlo; ox < xhi; ++ox) plane[base + long(ox)] += row[ox];
+          else for (std::size_t ox = xlo; ox < xhi; ++ox) plane[base + long(ox * stride)] += row[ox];
+        }
+      }
+    }
+  }
+};
+
+/// SGD with momentum on one tensor (PyTorch form): v = mu v + (g + wd w); w -= lr v.
+/// `local` scales the step (LARS trust ratio; 1 for plain SGD).
+struct SgdUpdate {
+  float* w; const float* g; float* v; float lr, mu, wd, local;
+  GRADSYNC_HD void operator()(std::size_t i) const {
+    v[i] = mu * v[i] + local * (g[i] + wd * w[i]);
+    w[i] -= lr * v[i];
+  }
+};
+
+/// Column-matrix chunk [C, nb*S] (image-major columns) -> NCHW images [nb, C, S], plus bias;
+/// i = (image, channel) plane.
+struct ChunkToNchw {
+  const float* chunk; const float* bias; float* y; std::size_t c, s, nb;
+  GRADSYNC_HD void operator()(std::size_t plane) const {
+    const std::size_t img = plane / c, ch = plane % c;
+    const float b = bias ? bias[ch] : 0.0f;
+    const float* in = chunk + ch * nb * s + img * s;
+    float* out = y + plane * s;
+    for (std::size_t j = 0; j < s; ++j) out[j] = in[j] + b;
+  }
+};
+/// The inverse gather: NCHW [nb, C, S] -> chunk [C, nb*S].
+struct NchwToChunk {
+  const float* y; float* chunk; std::size_t c, s, nb;
+  GRADSYNC_HD void operator()(std::size_t plane) const {
+    const std::size_t img = plane / c, ch = plane % c;
+    const float* in = y + plane * s;
+    float* out = chunk + ch * nb * s + img * s;
+    for (std::size_t j = 0; j < s; ++j) out[j] = in[j];
+  }
+};
+/// Bias gradient of an NCHW output: db[ch] = sum over images and positions; i = channel.
+struct ChannelSum {
+  const float* dy; float* db; std::size_t n, c, s;
+  GRADSYNC_HD void operator()(std::size_t ch) const {
+    double acc = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const float* p = dy + (i * c + ch) * s;
+      for (std::size_t j = 0; j < s; ++j) acc += p[j];
+    }
+    db[ch] = float(acc);
+  }
+};
+/// Column sums of a row-major [m, n] matrix (Linear bias gradient); i = column.
+struct ColumnSum {
+  const float* x; float* out; std::size_t m, n;
+  GRADSYNC_HD void operator()(std::size_t j) const {
+    double acc = 0.0;
+    for (std::size_t i = 0; i < m; ++i) acc += x[i * n + j];
+    out[j] = float(acc);
+  }
+};
+/// Adds a bias row to each row of a row-major [m, n] matrix; i = row.
+struct AddRowBias {
+  float* y; const float* b; std::size_t n;
+  GRADSYNC_HD void operator()(std::size_t r) const { for (std::size_t j = 0; j < n; ++j) y[r * n + j] += b[j]; }
+};
+
+/// Max pooling of one (image, channel) plane; records the argmax (index within the plane).
+struct MaxPoolForward {
+  const float* x; float* y; std::uint32_t* arg; std::size_t h, w, k, stride, pad, oh, ow;
+  GRADSYNC_HD void operator()(std::size_t plane) const {
+    const float* in = x + plane * h * w;
+    for (std::size_t oy = 0; oy < oh; ++oy)
+      for (std::size_t ox = 0; ox < ow; ++ox) {
+        float best = -INFINITY;
+        std::uint32_t best_i = 0;
+        for (std::size_t ky = 0; ky < k; ++ky) {
+          const long iy = long(oy * stride + ky) - long(pad);
+          if (iy < 0 || iy >= long(h)) continue;
+          for (std::size_t kx = 0; kx < k; ++kx) {
+            const long ix = long(ox * stride + kx) - long(pad);
+            if (ix < 0 || ix >= long(w)) continue;
+            const float v = in[iy * long(w) + ix];
+            if (v > best) { best = v; best_i = std::uint32_t(iy * long(w) + ix); }
+          }
+        }
+        const std::size_t o = plane * oh * ow + oy * ow + ox;
+        y[o] = best;
+        arg[o] = best_i;
+      }
+  }
+};
+struct MaxPoolBackward {
+  const float* dy; const std::uint32_t* arg; float* dx; std::size_t in_plane, out_plane;
+  GRADSYNC_HD void operator()(std::size_t plane) const {
+    float* d = dx + plane * in_plane;
+    for (std::size_t j = 0; j < in_plane; ++j) d[j] = 0.0f;
+    for (std::size_t o = 0; o < out_plane; ++o) d[arg[plane * out_plane + o]] += dy[plane * out_plane + o];
+  }
+};
+/// Global average pooling; i = plane.
+struct PlaneMean {
+  const float* x; float* y; std::size_t s;
+  GRADSYNC_HD void operator()(std::size_t plane) const {
+    double acc = 0.0;
+    for (std::size_t j = 0; j < s; ++j) acc += x[plane * s + j];
+    y[plane] = float(acc / double(s));
+  }
+};
+struct PlaneBroadcast {
+  const float* dy; float* dx; std::size_t s;
+  GRADSYNC_HD void operator()(std::size_t plane) const {
+    const float v = dy[plane] / float(s);
+    for (std::size_t j = 0; j < s; ++j) dx[plane * s + j] = v;
+  }
+};
+
+GRADSYNC_HD inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+/// One LSTM time step on pre-activations a [N, 4H] (gates i, f, g, o); i = n * H + j.
+/// Writes the activated gates back into a, and the new cell and hidden states.
+struct LstmCellForward {
+  float* a; const float* c_prev; float* c; float* h; std::size_t hidden;
+  GRADSYNC_HD void operator()(std::size_t idx) const {
+    const std::size_t n = idx / hidden, j = idx % hidden;
+    float* g = a + n * 4 * hidden;
+    const float ig = sigmoid(g[j]), fg = sigmoid(g[hidden + j]), gg = std::tanh(g[2 * hidden + j]),
+                og = sigmoid(g[3 * hidden + j]);
+    g[j] = ig; g[hidden + j] = fg; g[2 * hidden + j] = gg; g[3 * hidden + j] = og;
+    const float cn = fg * c_prev[idx] + ig * gg;
+    c[idx] = cn;
+    h[idx] = og * std::tanh(cn);
+  }
+};
+/// Backward of one step: from dh (incoming + from t+1) and dc_next, the pre-activation gradients
+/// da [N, 4H] and dc for step t-1 (written over dc_next).
+struct LstmCellBackward {
+  const float* gates; const float* c_prev; const float* c; const float* dh; float* dc_next; float* da;
+  std::size_t hidden;
+  GRADSYNC_HD void operator()(std::size_t idx) const {
+    const std::size_t n = idx / hidden, j = idx % hidden;
+    const float* g = gates + n * 4 * hidden;
+    float* d = da + n * 4 * hidden;
+    const float ig = g[j], fg = g[hidden + j], gg = g[2 * hidden + j], og = g[3 * hidden + j];
+    const float tc = std::tanh(c[idx]);
+    const float dc = dh[idx] * og * (1.0f - tc * tc) + dc_next[idx];
+    d[j] = dc * gg * ig * (1.0f - ig);
+    d[hidden + j] = dc * c_prev[idx] * fg * (1.0f - fg);
+    d[2 * hidden + j] = dc * ig * (1.0f - gg * gg);
+    d[3 * hidden + j] = dh[idx] * tc * og * (1.0f - og);
+    dc_next[idx] = dc * fg;
+  }
+};
+
+/// Softmax cross-entropy per row: probabilities, loss and correctness; i = row.
+struct SoftmaxXent {
+  const float* logits; const std::int32_t* labels; float* probs; float* loss; std::uint8_t* correct;
+  std::size_t c;
+  GRADSYNC_HD void operator()(std::size_t r) const {
+    const float* z = logits + r * c;
+    float* p = probs + r * c;
+    std::size_t arg = 0;
+    for (std::size_t j = 1; j < c; ++j) if (z[j] > z[arg]) arg = j;
+    const float mx = z[arg];
+    double sum = 0.0;
+    for (std::size_t j = 0; j < c; ++j) { p[j] = std::exp(z[j] - mx); sum += p[j]; }
+    const float inv = float(1.0 / sum);
+    for (std::size_t j = 0; j < c; ++j) p[j] *= inv;
+    const std::int32_t y = labels[r];
+    loss[r] = float(std::log(sum)) - (z[y] - mx);
+    correct[r] = std::size_t(y) == arg;
+  }
+};
+
+}  // namespace gradsync::trainer::kernels

@@ -1,0 +1,226 @@
+#pragma once
+// The layers. Shapes: images NCHW, sequences [N, T, F], token ids [N, T] (stored as floats).
+// Each layer keeps what its backward needs from the last training forward.
+#include <cstdint>
+
+#include "gradsync/trainer/module.hpp"
+
+namespace gradsync::trainer {
+
+/// 2-D convolution by im2col + GEMM over the whole batch (one large GEMM instead of N thin ones).
+class Conv2d final : public Module {
+ public:
+  Conv2d(std::string name, std::size_t in, std::size_t out, std::size_t kernel, std::size_t stride = 1,
+         std::size_t pad = 0, bool bias = true);
+  Tensor backward(const Tensor& dy, Context& ctx) override;
+  Param weight, bias;  ///< weight [out, in, k, k]; bias [out] (empty when disabled)
+
+ protected:
+  Tensor do_forward(const Tensor& x, Context& ctx) override;
+
+ private:
+  std::size_t in_, out_, k_, stride_, pad_;
+  bool has_bias_;
+  Tensor input_;            // saved input for backward
+  std::vector<float> col_;  // column matrix (one chunk of images)
+  bool col_valid_ = false;  // col_ holds the last training forward's whole batch
+};
+
+/// Batch normalization over N (and H, W) per channel; accepts [N, C] or [N, C, H, W].
+class BatchNorm2d final : public Module {
+ public:
+  BatchNorm2d(std::string name, std::size_t channels, float momentum = 0.1f, float eps = 1e-5f);
+  Tensor backward(const Tensor& dy, Context& ctx) override;
+  void collect_buffers(std::vector<Tensor*>& out) override;
+  Param weight, bias;
+  Tensor running_mean, running_var;
+
+ protected:
+  Tensor do_forward(const Tensor& x, Context& ctx) override;
+
+ private:
+  std::size_t c_;
+  float momentum_, eps_;
+  Tensor xhat_, inv_std_;
+};
+
+class ReLU final : public Module {
+ public:
+  explicit ReLU(std::string name = "relu") : Module(std::move(name)) {}
+  Tensor backward(const Tensor& dy, Context& ctx) override;
+
+ protected:
+  Tensor do_forward(const Tensor& x, Context& ctx) override;
+
+ private:
+  Tensor output_;
+};
+
+class MaxPool2d final : public Module {
+ public:
+  MaxPool2d(std::string name, std::size_t kernel, std::size_t stride, std::size_t pad = 0);
+  Tensor backward(const Tensor& dy, Context& ctx) override;
+
+ protected:
+  Tensor do_forward(const Tensor& x, Context& ctx) override;
+
+ private:
+  std::size_t k_, stride_, pad_;
+  Shape in_shape_;
+  std::vector<std::uint32_t> argmax_;  // flat input index of each output's maximum
+};
+
+/// [N, C, H, W] -> [N, C]: mean over H, W.
+class GlobalAvgPool final : public Module {
+ public:
+  explicit GlobalAvgPool(std::string name = "avgpool") : Module(std::move(name)) {}
+  Tensor backward(const Tensor& dy, Context& ctx) override;
+
+ protected:
+  Tensor do_forward(const Tensor& x, Context& ctx) override;
+
+ private:
+  Shape in_shape_;
+};
+
+/// [N, ...] -> [N, prod(...)].
+class Flatten final : public Module {
+ public:
+  explicit Flatten(std::string name = "flatten") : Module(std::move(name)) {}
+  Tensor backward(const Tensor& dy, Context&) override { return dy.reshaped(in_shape_); }
+
+ protected:
+  Tensor do_forward(const Tensor& x, Context& ctx) override;
+
+ private:
+  Shape in_shape_;
+};
+
+/// Affine map on the last dimension: y = x W^T + b, W [out, in]; leading dimensions are batch.
+class Linear final : public Module {
+ public:
+  Linear(std::string name, std::size_t in, std::size_t out, bool bias = true);
+  Tensor backward(const Tensor& dy, Context& ctx) override;
+  Param weight, bias;
+
+ protected:
+  Tensor do_forward(const Tensor& x, Context& ctx) override;
+
+ private:
+  std::size_t in_, out_;
+  bool has_bias_;
+  Tensor input_;
+};
+
+/// Inverted dropout; the mask is a hash of (seed, step, layer id, element) so runs are reproducible
+/// and the same functor runs on any backend.
+class Dropout final : public Module {
+ public:
+  Dropout(std::string name, float p, std::uint64_t layer_id);
+  Tensor backward(const Tensor& dy, Context& ctx) override;
+
+ protected:
+  Tensor do_forward(const Tensor& x, Context& ctx) override;
+
+ private:
+  float p_;
+  std::uint64_t id_;
+  std::uint64_t seed_ = 0, step_ = 0;  // of the last training forward (backward rebuilds the mask)
+  bool active_ = false;
+};
+
+/// y = relu?(main(x) + shortcut(x)); an empty shortcut is the identity. The shortcut runs after the
+/// main path, so parameter (forward) order is main then shortcut, as in torchvision.
+class Residual final : public Module {
+ public:
+  Residual(std::string name, ModulePtr main, ModulePtr shortcut, bool relu_after = true);
+  Tensor backward(const Tensor& dy, Context& ctx) override;
+  void collect_params(std::vector<Param*>& out) override;
+  void collect_buffers(std::vector<Tensor*>& out) override;
+
+ protected:
+  Tensor do_forward(const Tensor& x, Context& ctx) override;
+
+ private:
+  ModulePtr main_, shortcut_;
+  bool relu_;
+  Tensor output_;
+};
+
+/// Token ids [N, T] (floats holding integers) -> vectors [N, T, dim].
+class Embedding final : public Module {
+ public:
+  Embedding(std::string name, std::size_t vocab, std::size_t dim);
+  Tensor backward(const Tensor& dy, Context& ctx) override;
+  Param weight;  ///< [vocab, dim]
+
+ protected:
+  Tensor do_forward(const Tensor& x, Context& ctx) override;
+
+ private:
+  std::size_t vocab_, dim_;
+  std::vector<std::uint32_t> ids_;
+};
+
+/// One LSTM layer over [N, T, in] -> hidden states [N, T, hidden], zero initial state, gates
+/// ordered i, f, g, o (as PyTorch). Backward is full backpropagation through time.
+class LSTM final : public Module {
+ public:
+  LSTM(std::string name, std::size_t in, std::size_t hidden);
+  Tensor backward(const Tensor& dy, Context& ctx) override;
+  Param w_ih, w_hh, bias;  ///< [4H, in], [4H, H], [4H]
+
+ protected:
+  Tensor do_forward(const Tensor& x, Context& ctx) override;
+
+ private:
+  std::size_t in_, h_;
+  Tensor input_;
+  std::vector<float> gates_;   // [T, N, 4H] activated gates
+  std::vector<float> cells_;   // [T + 1, N, H] cell states (c_{-1} = 0 first)
+  std::vector<float> hidden_;  // [T + 1, N, H] hidden states (h_{-1} = 0 first)
+};
+
+/// [N, T, F] -> [N, F]: the last time step (sequence classifiers).
+class LastStep final : public Module {
+ public:
+  explicit LastStep(std::string name = "last") : Module(std::move(name)) {}
+  Tensor backward(const Tensor& dy, Context& ctx) override;
+
+ protected:
+  Tensor do_forward(const Tensor& x, Context& ctx) override;
+
+ private:
+  Shape in_shape_;
+};
+
+/// [N, C, H, W] -> [N, H, C*W]: image rows as time steps.
+class RowsAsSequence final : public Module {
+ public:
+  explicit RowsAsSequence(std::string name = "rows") : Module(std::move(name)) {}
+  Tensor backward(const Tensor& dy, Context& ctx) override;
+
+ protected:
+  Tensor do_forward(const Tensor& x, Context& ctx) override;
+
+ private:
+  Shape in_shape_;
+};
+
+/// Softmax + mean cross-entropy over rows of logits [M, C] (any leading dims flatten to M).
+class SoftmaxCrossEntropy {
+ public:
+  /// Returns the mean loss; `labels` has M entries in [0, C).
+  float forward(const Tensor& logits, std::span<const std::int32_t> labels);
+  /// d(mean loss)/d(logits), from the last forward.
+  Tensor backward() const;
+  /// Correct arg-max predictions in the last forward.
+  std::size_t correct() const { return correct_; }
+
+ private:
+  Tensor probs_;
+  std::vector<std::int32_t> labels_;
+  std::size_t correct_ = 0;
+};
+
+}  // namespace gradsync::trainer

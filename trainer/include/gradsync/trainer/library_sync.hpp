@@ -1,0 +1,36 @@
+#pragma once
+// The adapter from the trainer's GradientSync hook to the library's Synchronizer: the whole of
+// what a trainer needs to use gradsync (policies chosen by name at run time).
+#include <gradsync/gradsync.hpp>
+
+#include "gradsync/trainer/model.hpp"
+#include "gradsync/trainer/sync.hpp"
+
+namespace gradsync::trainer {
+
+class LibrarySync final : public GradientSync {
+ public:
+  /// `report`, when given, receives this rank's statistics when the adapter is destroyed.
+  LibrarySync(transport::Transport& transport, const Model& model, const PolicyNames& policies, Options options,
+              Statistics* report = nullptr)
+      : sync_(transport, layout(model), policies, std::move(options)), report_(report) {}
+  ~LibrarySync() override {
+    if (report_) *report_ = sync_.stats();
+  }
+
+  void gradient_ready(std::size_t tensor, std::span<float> grad) override { sync_.gradient_ready(tensor, grad); }
+  void wait_for(std::size_t tensor) override { sync_.wait_for(tensor); }  // Options::average: the mean
+  void finish_iteration() override { sync_.finish_iteration(); }
+
+  static ModelLayout layout(const Model& model) {
+    std::vector<LayerSpec> specs;
+    for (auto& [name, elements] : model.layout()) specs.push_back({name, elements});
+    return ModelLayout{std::move(specs)};
+  }
+
+ private:
+  AnySynchronizer sync_;
+  Statistics* report_;
+};
+
+}  // namespace gradsync::trainer

@@ -1,0 +1,58 @@
+#pragma once
+// The trainer's seam to gradient synchronization. "Tensor" t is the model's t-th parameter tensor
+// in forward order (Model::params(), Model::layout()).
+//
+// Contract, per iteration, as the trainer calls it:
+//   backward: gradient_ready(t, grad) once for every t, in decreasing t, the moment t's gradient is
+//             written; the span stays valid and untouched by the trainer until wait_for(t) returns;
+//   then      finish_iteration();
+//   next forward (or before evaluation / checkpoint): wait_for(t) in increasing t; on return the
+//             span holds the MEAN of all ranks' gradients for t; the trainer then steps t.
+#include <condition_variable>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+namespace gradsync::trainer {
+
+struct GradientSync {
+  virtual void gradient_ready(std::size_t tensor, std::span<float> grad) = 0;
+  virtual void wait_for(std::size_t tensor) = 0;
+  virtual void finish_iteration() = 0;
+  virtual ~GradientSync() = default;
+};
+
+/// One rank: the local gradient is already the mean.
+struct SingleRankSync final : GradientSync {
+  void gradient_ready(std::size_t, std::span<float>) override {}
+  void wait_for(std::size_t) override {}
+  void finish_iteration() override {}
+};
+
+/// A reference all-reduce for N in-process ranks (threads), blocking in finish_iteration: no
+/// overlap, but exact and deterministic (sums in rank order), so it is the yardstick the real
+/// synchronizer's runs are compared with. Every rank must finish the same iterations.
+class LocalAllReduceGroup {
+ public:
+  LocalAllReduceGroup(std::size_t ranks, std::vector<std::size_t> tensor_sizes);
+  std::unique_ptr<GradientSync> rank(std::size_t r);
+  /// Wakes every waiting rank with an exception (a rank failed); later calls throw too.
+  void abort();
+
+ private:
+  class Rank;
+  void arrive_and_wait();
+  void reduce(std::size_t r);
+
+  std::size_t ranks_;
+  std::vector<std::size_t> sizes_;
+  std::vector<std::vector<std::span<float>>> grads_;  // [rank][tensor]
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::size_t arrived_ = 0, generation_ = 0;
+  bool aborted_ = false;
+};
+
+}  // namespace gradsync::trainer

@@ -1,0 +1,78 @@
+#pragma once
+// Data-parallel training with N in-process ranks (threads), each with its own model replica and
+// data shard, all starting from the same seeded weights. Each rank's step:
+//   forward:  per layer, wait_for(its tensors) + optimizer step with last iteration's gradient, compute;
+//   backward: per layer, gradient_ready(its tensors) as soon as written; then finish_iteration().
+// Before evaluation and checkpoints rank 0 waits for and applies every outstanding step.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gradsync/trainer/data.hpp"
+#include "gradsync/trainer/model.hpp"
+#include "gradsync/trainer/optimizer.hpp"
+#include "gradsync/trainer/sync.hpp"
+
+namespace gradsync::trainer {
+
+struct TrainConfig {
+  ModelConfig model;
+  std::string dataset = "fashion-mnist";  ///< or "synthetic" (images of model.input, or tokens for lstm-lm)
+  std::string data_dir = fashion_mnist_dir;
+  std::size_t synthetic_train = 8192, synthetic_test = 1024;
+  std::size_t batch = 64;                 ///< per rank
+  std::size_t epochs = 1;
+  std::size_t iterations = 0;             ///< > 0: train exactly this many iterations instead
+  float lr = 0.1f;
+  std::string lr_schedule = "cosine";
+  double warmup_epochs = 0.0;
+  OptimizerConfig optimizer;
+  std::uint64_t seed = 1;
+  std::size_t ranks = 1;
+  int threads = 2;                        ///< compute threads in all; each rank gets threads / ranks (>= 1)
+  std::string checkpoint;                 ///< written at every epoch end, every checkpoint_every iterations, and when the call ends
+  std::size_t checkpoint_every = 0;
+  std::string resume;                     ///< checkpoint to continue from (same configuration)
+  std::size_t stop_after = 0;             ///< > 0: stop after this many iterations of this call (as if preempted)
+  bool evaluate = true;                   ///< test accuracy at each epoch end
+  bool progress = true;                   ///< progress line on stderr
+};
+
+struct EpochMetrics {
+  std::size_t epoch = 0, iterations = 0;
+  double train_loss = 0, train_accuracy = 0;  ///< rank 0's batches
+  double test_loss = 0, test_accuracy = 0;    ///< rank 0's replica on the whole test set
+  double seconds = 0, images_per_second = 0;  ///< training only, all ranks' images
+};
+
+struct TrainResult {
+  std::vector<EpochMetrics> epochs;
+  std::size_t iterations = 0;                 ///< run in this call (after a resume: the remainder)
+  double seconds = 0, images_per_second = 0;
+  double test_loss = 0, test_accuracy = 0;    ///< last evaluation
+  std::size_t parameters = 0;
+  double sync_wait_seconds = 0;               ///< rank 0 blocked in wait_for (exposed communication)
+  std::vector<std::vector<float>> weights;    ///< rank 0's final parameters, forward order
+};
+
+/// Makes rank r's synchronizer for `model` (layout: model.layout()); called on rank r's thread.
+using SyncFactory = std::function<std::unique_ptr<GradientSync>(std::size_t rank, const Model& model)>;
+
+/// Trains as configured. Without a factory: SingleRankSync for one rank, the exact
+/// LocalAllReduceGroup for several.
+TrainResult train(const TrainConfig& config, SyncFactory make_sync = {});
+
+struct Evaluation {
+  double loss = 0, accuracy = 0;
+};
+Evaluation evaluate(Model& model, const Dataset& data, std::size_t batch = 500);
+
+/// Checkpoint: the configuration that must match, the iteration, parameters, momentum, buffers.
+void save_checkpoint(const std::string& path, const TrainConfig& config, std::size_t iteration, const Model& model,
+                     Optimizer& optimizer);
+/// Restores into model and optimizer; returns the iteration to continue from. Throws
+/// std::runtime_error naming the file and what differs.
+std::size_t load_checkpoint(const std::string& path, const TrainConfig& config, Model& model, Optimizer& optimizer);
+
+}  // namespace gradsync::trainer

@@ -1,0 +1,193 @@
+// gradsync-train: trains one of the trainer's models data-parallel over in-process ranks.
+// With no arguments: the default below on Fashion-MNIST (see `defaults()`).
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "gradsync/trainer/library_sync.hpp"
+#include "gradsync/trainer/trainer.hpp"
+
+using namespace gradsync::trainer;
+
+namespace {
+
+// The `make run` default: AlexNet-BN at 1/8 width, 4 in-process ranks x 16 = 64 images per step,
+// 3 epochs, P3 policies; measured figures in trainer/README.md.
+TrainConfig defaults() {
+  TrainConfig c;
+  c.model = {.name = "alexnet-bn", .width = 0.125, .input = {1, 28, 28}, .classes = 10};
+  c.batch = 16;
+  c.epochs = 3;
+  c.lr = 0.05f;
+  c.lr_schedule = "cosine";
+  c.warmup_epochs = 0.2;
+  c.ranks = 4;
+  return c;
+}
+
+Shape parse_shape(const std::string& text) {
+  Shape s;
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const std::size_t x = text.find('x', at);
+    const std::string part = text.substr(at, x == std::string::npos ? std::string::npos : x - at);
+    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos)
+      throw CLI::ValidationError("--input", "expected CxHxW such as 3x32x32, got '" + text + "'");
+    s.push_back(std::stoul(part));
+    if (x == std::string::npos) break;
+    at = x + 1;
+  }
+  return s;
+}
+
+struct Policies {
+  std::string sync = "library";  ///< library: gradsync::AnySynchronizer; local: the exact reference all-reduce
+  std::string slicing = "fixed:40000", priority = "forward", codec = "fp32", collective = "ring";
+};
+
+nlohmann::json metrics_json(const TrainConfig& c, const Policies& pol, const TrainResult& r,
+                            const gradsync::Statistics& st) {
+  nlohmann::json epochs = nlohmann::json::array();
+  for (const auto& e : r.epochs)
+    epochs.push_back({{"epoch", e.epoch}, {"iterations", e.iterations}, {"train_loss", e.train_loss},
+                      {"train_accuracy", e.train_accuracy}, {"test_loss", e.test_loss},
+                      {"test_accuracy", e.test_accuracy}, {"seconds", e.seconds},
+                      {"images_per_second", e.images_per_second}});
+  return {{"config",
+           {{"model", c.model.name}, {"width", c.model.width}, {"input", c.model.input}, {"classes", c.model.classes},
+            {"dataset", c.dataset}, {"batch_per_rank", c.batch}, {"epochs", c.epochs}, {"iterations", c.iterations},
+            {"lr", c.lr}, {"lr_schedule", c.lr_schedule}, {"warmup_epochs", c.warmup_epochs},
+            {"momentum", c.optimizer.momentum}, {"weight_decay", c.optimizer.weight_decay},
+            {"lars", c.optimizer.lars}, {"lars_coefficient", c.optimizer.lars_coefficient}, {"seed", c.seed},
+            {"ranks", c.ranks}, {"threads", c.threads},
+            {"policies",
+             {{"sync", pol.sync}, {"slicing", pol.slicing}, {"priority", pol.priority}, {"codec", pol.codec},
+              {"collective", pol.collective}}}}},
+          {"parameters", r.parameters},
+          {"epochs", epochs},
+          {"iterations", r.iterations},
+          {"seconds", r.seconds},
+          {"images_per_second", r.images_per_second},
+          {"test_loss", r.test_loss},
+          {"test_accuracy", r.test_accuracy},
+          {"sync",
+           {{"rank0_exposed_wait_seconds", r.sync_wait_seconds}, {"rank0_bytes_sent", st.bytes_sent},
+            {"rank0_units", st.units}, {"rank0_queued_seconds", st.queued_seconds},
+            {"rank0_wire_seconds", st.wire_seconds}}}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // libgomp's idle threads spin ~300k iterations before sleeping; when the cores are shared (a
+  // build, other ranks) that spinning takes the time the working threads need - measured 3x slower
+  // with two threads. The setting is read when libgomp loads, so re-run once with it in place.
+  if (!std::getenv("GOMP_SPINCOUNT") && !std::getenv("OMP_WAIT_POLICY")) {
+    setenv("GOMP_SPINCOUNT", "1000", 1);
+    execv("/proc/self/exe", argv);  // on failure, carry on with the default
+  }
+  TrainConfig c = defaults();
+  Policies pol;
+  std::string input, metrics;
+  bool quiet = false, no_eval = false;
+
+  CLI::App app{"gradsync-train: data-parallel training on in-process ranks with the gradsync hooks"};
+  app.add_option("--model", c.model.name, "Model")->check(CLI::IsMember(model_names()))->capture_default_str();
+  app.add_option("--width", c.model.width, "Width multiplier (channels, hidden sizes)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--dataset", c.dataset, "fashion-mnist or synthetic")
+      ->check(CLI::IsMember({"fashion-mnist", "synthetic"}))->capture_default_str();
+  app.add_option("--data-dir", c.data_dir, "Fashion-MNIST directory (gzipped IDX)")->capture_default_str();
+  app.add_option("--input", input, "Synthetic sample shape CxHxW (default 1x28x28), or T for lstm-lm (default 32)");
+  app.add_option("--classes", c.model.classes, "Classes, or vocabulary for lstm-lm (synthetic)")
+      ->check(CLI::Range(2, 1 << 24));
+  app.add_option("--synthetic-size", c.synthetic_train, "Synthetic training samples")->check(CLI::PositiveNumber);
+  app.add_option("--batch", c.batch, "Batch size per rank")->check(CLI::PositiveNumber)->capture_default_str();
+  auto* epochs = app.add_option("--epochs", c.epochs, "Epochs")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--iterations", c.iterations, "Iterations (instead of epochs)")
+      ->check(CLI::PositiveNumber)->excludes(epochs);
+  app.add_option("--lr", c.lr, "Base learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--momentum", c.optimizer.momentum, "SGD momentum")->check(CLI::Range(0.0, 0.999))->capture_default_str();
+  app.add_option("--wd", c.optimizer.weight_decay, "Weight decay (not on biases and batch norm)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_flag("--lars", c.optimizer.lars, "Layer-wise adaptive rate scaling");
+  app.add_option("--lars-coefficient", c.optimizer.lars_coefficient, "LARS eta")->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--lr-schedule", c.lr_schedule, "Decay after warm-up")->check(CLI::IsMember(LrSchedule::kinds()))
+      ->capture_default_str();
+  app.add_option("--warmup", c.warmup_epochs, "Linear warm-up, in epochs")->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--seed", c.seed, "Seed for weights, data order, dropout")->capture_default_str();
+  app.add_option("--ranks", c.ranks, "In-process ranks (threads, one replica each)")->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  app.add_option("--threads", c.threads, "Compute threads in all")->check(CLI::Range(1, 1024))->capture_default_str();
+  app.add_option("--sync", pol.sync, "library (gradsync::AnySynchronizer) or local (exact reference all-reduce)")
+      ->check(CLI::IsMember({"library", "local"}))->capture_default_str();
+  app.add_option("--slicing", pol.slicing, "Synchronizer slicing policy")->capture_default_str();
+  app.add_option("--priority", pol.priority, "Synchronizer priority policy")->capture_default_str();
+  app.add_option("--codec", pol.codec, "Synchronizer codec")->capture_default_str();
+  app.add_option("--collective", pol.collective, "Synchronizer collective")->capture_default_str();
+  app.add_option("--metrics", metrics, "Write metrics JSON here");
+  app.add_option("--checkpoint", c.checkpoint, "Checkpoint file (written each epoch and at the end)");
+  app.add_option("--checkpoint-every", c.checkpoint_every, "Also checkpoint every N iterations");
+  app.add_option("--resume", c.resume, "Continue from this checkpoint")->check(CLI::ExistingFile);
+  app.add_option("--stop-after", c.stop_after, "Stop after N iterations of this run (resume later)");
+  app.add_flag("--no-eval", no_eval, "Skip test-set evaluation");
+  app.add_flag("--quiet,-q", quiet, "No progress line");
+  CLI11_PARSE(app, argc, argv);
+
+  c.progress = !quiet;
+  c.evaluate = !no_eval;
+  try {
+    if (c.model.name == "lstm-lm") {
+      c.model.input = {input.empty() ? 32 : parse_shape(input).at(0)};
+      if (app.count("--classes") == 0) c.model.classes = 10000;
+      if (app.count("--dataset") == 0) c.dataset = "synthetic";
+    } else if (!input.empty()) {
+      c.model.input = parse_shape(input);
+    }
+    if (c.dataset == "fashion-mnist" && c.model.name == "lstm-lm")
+      throw std::invalid_argument("lstm-lm trains on synthetic tokens: use --dataset synthetic");
+    std::fprintf(stderr, "gradsync-train: %s x%.3g on %s, %zu rank(s) x batch %zu, %d thread(s), sync %s",
+                 c.model.name.c_str(), c.model.width, c.dataset.c_str(), c.ranks, c.batch, c.threads,
+                 pol.sync.c_str());
+    if (pol.sync == "library")
+      std::fprintf(stderr, " (%s, %s, %s, %s)", pol.slicing.c_str(), pol.priority.c_str(), pol.codec.c_str(),
+                   pol.collective.c_str());
+    std::fprintf(stderr, "\n");
+    // Ranks wait for rank 0 while it evaluates or checkpoints: allow minutes, not seconds.
+    constexpr std::chrono::minutes patience{10};
+    gradsync::transport::InProcessGroup group(int(c.ranks), patience);
+    gradsync::Statistics rank0_stats;
+    SyncFactory factory;  // empty: the trainer's exact local all-reduce (or nothing, for one rank)
+    if (pol.sync == "library") {
+      gradsync::Options opt;
+      opt.timeout = patience;
+      opt.seed = c.seed;
+      const gradsync::PolicyNames names{pol.slicing, pol.priority, pol.codec, pol.collective};
+      factory = [&, opt, names](std::size_t r, const Model& model) -> std::unique_ptr<GradientSync> {
+        return std::make_unique<LibrarySync>(group.rank(int(r)), model, names, opt, r == 0 ? &rank0_stats : nullptr);
+      };
+    }
+    const TrainResult r = train(c, factory);
+    std::printf("test accuracy %.4f  test loss %.4f  %.0f images/s  %zu iterations in %.1f s  (%zu parameters)\n",
+                r.test_accuracy, r.test_loss, r.images_per_second, r.iterations, r.seconds, r.parameters);
+    if (c.ranks > 1)
+      std::printf("rank 0: %.2f s blocked in wait_for, %.1f MB sent\n", r.sync_wait_seconds,
+                  double(rank0_stats.bytes_sent) / 1e6);
+    if (!metrics.empty()) {
+      std::ofstream out(metrics);
+      out << metrics_json(c, pol, r, rank0_stats).dump(2) << "\n";
+      if (!out) throw std::runtime_error(metrics + ": cannot write metrics");
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "\ngradsync-train: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,85 @@
+#include "gradsync/trainer/backend.hpp"
+
+#include <algorithm>
+
+#include <Eigen/Core>
+#include <omp.h>
+
+namespace gradsync::trainer::host {
+
+namespace {
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstMap = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
+using Map = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
+
+template <class A, class B>
+void product_into(Map& c, const A& a, const B& b, float alpha, float beta) {
+  if (beta == 0.0f) c.noalias() = alpha * a * b;
+  else {
+    if (beta != 1.0f) c *= beta;
+    c.noalias() += alpha * a * b;
+  }
+}
+
+void gemm_eigen(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
+                std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
+  using Index = Eigen::Index;
+  Map cm(c, Index(m), Index(n), Eigen::OuterStride<>(Index(ldc)));
+  // As stored, A is m x k (or k x m when transposed); likewise B.
+  ConstMap am(a, Index(trans_a ? k : m), Index(trans_a ? m : k), Eigen::OuterStride<>(Index(lda)));
+  ConstMap bm(b, Index(trans_b ? n : k), Index(trans_b ? k : n), Eigen::OuterStride<>(Index(ldb)));
+  if (!trans_a && !trans_b) product_into(cm, am, bm, alpha, beta);
+  else if (!trans_a && trans_b) product_into(cm, am, bm.transpose(), alpha, beta);
+  else if (trans_a && !trans_b) product_into(cm, am.transpose(), bm, alpha, beta);
+  else product_into(cm, am.transpose(), bm.transpose(), alpha, beta);
+}
+}  // namespace
+
+// Threads split C into column (or row) slices, each an independent single-threaded Eigen product.
+// Eigen's own OpenMP GEMM is not used: its threads busy-wait on each other inside every product,
+// which collapses when the cores are shared with other work; here only the final join waits.
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
+          std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
+  static const bool eigen_single = (Eigen::setNbThreads(1), true);
+  (void)eigen_single;
+  const std::size_t team = std::size_t(omp_get_max_threads());
+  const bool large = double(m) * double(n) * double(k) >= double(1 << 22);
+  if (team <= 1 || !large || omp_in_parallel()) {
+    gemm_eigen(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  const bool by_columns = n >= m;
+  const std::size_t total = by_columns ? n : m, slice = (total + team - 1) / team;
+#pragma omp parallel for schedule(static)
+  for (std::size_t t = 0; t < team; ++t) {
+    const std::size_t lo = t * slice, len = lo < total ? std::min(slice, total - lo) : 0;
+    if (len == 0) continue;
+    if (by_columns)  // C[:, lo:lo+len] = op(A) op(B)[:, lo:lo+len]
+      gemm_eigen(trans_a, trans_b, m, len, k, alpha, a, lda, trans_b ? b + lo * ldb : b + lo, ldb, beta, c + lo, ldc);
+    else  // C[lo:lo+len, :] = op(A)[lo:lo+len, :] op(B)
+      gemm_eigen(trans_a, trans_b, len, n, k, alpha, trans_a ? a + lo : a + lo * lda, lda, b, ldb, beta, c + lo * ldc,
+                 ldc);
+  }
+}
+
+// Fixed chunks summed in a fixed order: the result does not depend on the thread count
+// (an OpenMP reduction would combine partial sums in arrival order).
+double sum_squares(const float* x, std::size_t n) {
+  constexpr std::size_t chunks = 64;
+  double part[chunks] = {};
+  const std::size_t len = (n + chunks - 1) / chunks;
+  for_each(chunks, [&](std::size_t c) {
+    double s = 0.0;
+    for (std::size_t i = c * len; i < std::min(n, (c + 1) * len); ++i) s += double(x[i]) * x[i];
+    part[c] = s;
+  }, len);
+  double s = 0.0;
+  for (double p : part) s += p;
+  return s;
+}
+
+// omp_set_num_threads is a per-thread setting, so each rank thread has its own team size.
+void set_threads(int threads) { omp_set_num_threads(threads < 1 ? 1 : threads); }
+int threads() { return omp_get_max_threads(); }
+
+}  // namespace gradsync::trainer::host

@@ -1,0 +1,174 @@
+#include "gradsync/trainer/data.hpp"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+
+namespace gradsync::trainer {
+
+namespace {
+
+[[noreturn]] void data_error(const std::string& path, const std::string& problem) {
+  throw std::runtime_error(path + ": " + problem +
+                           "; install the Debian package dataset-fashion-mnist "
+                           "(apt-get install dataset-fashion-mnist) or pass the right directory");
+}
+
+// gzread also reads uncompressed files, so plain IDX works too.
+std::vector<unsigned char> read_gz(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) data_error(path, "cannot open file");
+  std::vector<unsigned char> out;
+  unsigned char buf[1 << 16];
+  int n;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) out.insert(out.end(), buf, buf + n);
+  int err = 0;
+  const char* msg = gzerror(f, &err);
+  const std::string what = err != Z_OK && err != Z_STREAM_END ? msg : "";
+  gzclose(f);
+  if (n < 0 || !what.empty()) data_error(path, "corrupt gzip stream (" + what + ")");
+  return out;
+}
+
+std::uint32_t be32(const std::vector<unsigned char>& b, std::size_t at) {
+  return std::uint32_t(b[at]) << 24 | std::uint32_t(b[at + 1]) << 16 | std::uint32_t(b[at + 2]) << 8 | b[at + 3];
+}
+
+}  // namespace
+
+Dataset read_idx(const std::string& images_path, const std::string& labels_path, float mean, float std) {
+  const auto img = read_gz(images_path);
+  const auto lab = read_gz(labels_path);
+  if (img.size() < 16 || be32(img, 0) != 0x00000803)
+    data_error(images_path, "not an IDX image file (magic number 0x00000803 expected)");
+  if (lab.size() < 8 || be32(lab, 0) != 0x00000801)
+    data_error(labels_path, "not an IDX label file (magic number 0x00000801 expected)");
+  const std::size_t n = be32(img, 4), rows = be32(img, 8), cols = be32(img, 12);
+  if (rows == 0 || cols == 0 || img.size() != 16 + n * rows * cols)
+    data_error(images_path, "size " + std::to_string(img.size()) + " does not match its header (" + std::to_string(n) +
+                                " images of " + std::to_string(rows) + "x" + std::to_string(cols) + ")");
+  if (be32(lab, 4) != n || lab.size() != 8 + n)
+    data_error(labels_path, "holds " + std::to_string(be32(lab, 4)) + " labels in " + std::to_string(lab.size()) +
+                                " bytes; " + std::to_string(n) + " expected to match " + images_path);
+  Dataset d;
+  d.sample = {1, rows, cols};
+  d.classes = 10;
+  d.inputs.resize(n * rows * cols);
+  const float scale = 1.0f / (255.0f * std), shift = mean / std;
+  for (std::size_t i = 0; i < d.inputs.size(); ++i) d.inputs[i] = float(img[16 + i]) * scale - shift;
+  d.labels.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (lab[8 + i] >= d.classes) data_error(labels_path, "label " + std::to_string(lab[8 + i]) + " is not in 0..9");
+    d.labels[i] = lab[8 + i];
+  }
+  return d;
+}
+
+Dataset load_fashion_mnist(bool train, const std::string& dir) {
+  const std::string prefix = dir + (train ? "/train-" : "/t10k-");
+  Dataset d = read_idx(prefix + "images-idx3-ubyte.gz", prefix + "labels-idx1-ubyte.gz");
+  const std::size_t expected = train ? 60000 : 10000;
+  if (d.size() != expected || d.sample != Shape{1, 28, 28})
+    data_error(prefix + "images-idx3-ubyte.gz", "holds " + std::to_string(d.size()) + " images of " +
+                                                    to_string(d.sample) + ", not Fashion-MNIST's " +
+                                                    std::to_string(expected) + " of [1, 28, 28]");
+  return d;
+}
+
+Dataset synthetic_images(const Shape& sample, std::size_t classes, std::size_t count, std::uint64_t seed) {
+  if (sample.size() != 3 || product(sample) == 0 || classes < 2 || count == 0)
+    throw std::invalid_argument("synthetic images: need a [C, H, W] shape, >= 2 classes and >= 1 sample");
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const std::size_t s = product(sample);
+  std::vector<float> patterns(classes * s);
+  for (auto& v : patterns) v = normal(rng);
+  Dataset d;
+  d.sample = sample;
+  d.classes = classes;
+  d.inputs.resize(count * s);
+  d.labels.resize(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto y = std::int32_t(rng() % classes);
+    d.labels[i] = y;
+    for (std::size_t j = 0; j < s; ++j) d.inputs[i * s + j] = 0.5f * patterns[y * s + j] + normal(rng);
+  }
+  return d;
+}
+
+Dataset synthetic_tokens(std::size_t length, std::size_t vocab, std::size_t count, std::uint64_t seed) {
+  if (length == 0 || vocab < 2 || count == 0)
+    throw std::invalid_argument("synthetic tokens: need length >= 1, vocabulary >= 2 and >= 1 sequence");
+  std::mt19937_64 rng(seed);
+  Dataset d;
+  d.sample = {length};
+  d.labels_per_sample = length;
+  d.classes = vocab;
+  d.inputs.resize(count * length);
+  d.labels.resize(count * length);
+  for (std::size_t i = 0; i < count; ++i) {
+    std::size_t tok = rng() % vocab;
+    for (std::size_t t = 0; t < length; ++t) {
+      d.inputs[i * length + t] = float(tok);
+      tok = rng() % 8 == 0 ? rng() % vocab : (tok * 31 + 7) % vocab;  // mostly a fixed successor
+      d.labels[i * length + t] = std::int32_t(tok);
+    }
+  }
+  return d;
+}
+
+Dataset split_tail(Dataset& data, std::size_t count) {
+  if (count > data.size()) throw std::invalid_argument("split: asked for more samples than the dataset holds");
+  const std::size_t keep = data.size() - count, s = product(data.sample), l = data.labels_per_sample;
+  Dataset tail{data.sample, l, data.classes, {data.inputs.begin() + long(keep * s), data.inputs.end()},
+               {data.labels.begin() + long(keep * l), data.labels.end()}};
+  data.inputs.resize(keep * s);
+  data.labels.resize(keep * l);
+  return tail;
+}
+
+void gather_samples(const Dataset& data, const std::uint32_t* indices, std::size_t count, Tensor& x,
+                    std::vector<std::int32_t>& y) {
+  Shape shape{count};
+  shape.insert(shape.end(), data.sample.begin(), data.sample.end());
+  x.resize(shape);
+  const std::size_t s = product(data.sample), l = data.labels_per_sample;
+  y.resize(count * l);
+  for (std::size_t i = 0; i < count; ++i) {
+    std::memcpy(x.data() + i * s, data.inputs.data() + std::size_t(indices[i]) * s, s * sizeof(float));
+    std::memcpy(y.data() + i * l, data.labels.data() + std::size_t(indices[i]) * l, l * sizeof(std::int32_t));
+  }
+}
+
+ShardedLoader::ShardedLoader(const Dataset& data, std::size_t batch, std::size_t rank, std::size_t ranks,
+                             std::uint64_t seed, bool shuffle)
+    : data_(data), batch_(batch), rank_(rank), ranks_(ranks), seed_(seed), shuffle_(shuffle) {
+  if (batch == 0 || ranks == 0 || rank >= ranks) throw std::invalid_argument("loader: need batch > 0, rank < ranks");
+  batches_ = data.size() / ranks / batch;
+  if (batches_ == 0)
+    throw std::invalid_argument("loader: " + std::to_string(data.size()) + " samples cannot fill one batch of " +
+                                std::to_string(batch) + " on each of " + std::to_string(ranks) + " ranks");
+}
+
+void ShardedLoader::batch(std::size_t epoch, std::size_t index, Tensor& x, std::vector<std::int32_t>& y) {
+  if (index >= batches_) throw std::out_of_range("loader: batch index past the epoch");
+  if (perm_epoch_ != epoch) {
+    perm_.resize(data_.size());
+    std::iota(perm_.begin(), perm_.end(), 0u);
+    if (shuffle_) {  // Fisher-Yates with our own draws: the order is the same on every standard library
+      std::mt19937_64 rng(seed_ * 1000003u + epoch);
+      for (std::size_t i = perm_.size() - 1; i > 0; --i) std::swap(perm_[i], perm_[rng() % (i + 1)]);
+    }
+    perm_epoch_ = epoch;
+  }
+  std::vector<std::uint32_t> idx(batch_);
+  for (std::size_t i = 0; i < batch_; ++i) idx[i] = perm_[(index * batch_ + i) * ranks_ + rank_];
+  gather_samples(data_, idx.data(), batch_, x, y);
+}
+
+}  // namespace gradsync::trainer

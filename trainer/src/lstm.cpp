@@ -1,0 +1,77 @@
+#include <cmath>
+#include <cstring>
+
+#include "gradsync/trainer/kernels.hpp"
+#include "gradsync/trainer/layers.hpp"
+
+namespace gradsync::trainer {
+
+LSTM::LSTM(std::string name, std::size_t in, std::size_t hidden) : Module(name), in_(in), h_(hidden) {
+  if (in == 0 || hidden == 0) throw std::invalid_argument(name + ": sizes must be positive");
+  const float bound = 1.0f / std::sqrt(float(hidden));  // PyTorch's LSTM initialisation
+  make_param(w_ih, name + ".weight_ih", {4 * hidden, in}, true, Param::Init::uniform, bound);
+  make_param(w_hh, name + ".weight_hh", {4 * hidden, hidden}, true, Param::Init::uniform, bound);
+  make_param(bias, name + ".bias", {4 * hidden}, false, Param::Init::uniform, bound);
+  own({&w_ih, &w_hh, &bias});
+}
+
+// Time-major buffers ([T, N, ...]) make each step's rows contiguous and let the weight gradients be
+// one GEMM over all steps.
+Tensor LSTM::do_forward(const Tensor& x, Context& ctx) {
+  expect_shape(x.rank() == 3 && x.dim(2) == in_, name().c_str(), "[N, T, in]", x.shape());
+  const std::size_t n = x.dim(0), t = x.dim(1), g4 = 4 * h_;
+  input_.resize({t, n, in_});
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t s = 0; s < t; ++s)
+      std::memcpy(input_.data() + (s * n + i) * in_, x.data() + (i * t + s) * in_, in_ * sizeof(float));
+  gates_.resize(t * n * g4);
+  cells_.assign((t + 1) * n * h_, 0.0f);
+  hidden_.assign((t + 1) * n * h_, 0.0f);
+  // Input contributions for all steps at once, then the recurrent part step by step.
+  backend::gemm(false, true, t * n, g4, in_, 1.0f, input_.data(), in_, w_ih.value.data(), in_, 0.0f, gates_.data(), g4);
+  backend::for_each(t * n, kernels::AddRowBias{gates_.data(), bias.value.data(), g4}, g4);
+  for (std::size_t s = 0; s < t; ++s) {
+    float* a = gates_.data() + s * n * g4;
+    const float* h_prev = hidden_.data() + s * n * h_;
+    backend::gemm(false, true, n, g4, h_, 1.0f, h_prev, h_, w_hh.value.data(), h_, 1.0f, a, g4);
+    backend::for_each(n * h_, kernels::LstmCellForward{a, cells_.data() + s * n * h_, cells_.data() + (s + 1) * n * h_,
+                                                       hidden_.data() + (s + 1) * n * h_, h_}, 32);
+  }
+  Tensor y({n, t, h_});
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t s = 0; s < t; ++s)
+      std::memcpy(y.data() + (i * t + s) * h_, hidden_.data() + ((s + 1) * n + i) * h_, h_ * sizeof(float));
+  if (!ctx.training) input_ = Tensor();
+  return y;
+}
+
+Tensor LSTM::backward(const Tensor& dy, Context& ctx) {
+  const std::size_t t = input_.dim(0), n = input_.dim(1), g4 = 4 * h_;
+  std::vector<float> da(t * n * g4), dh(n * h_), dc(n * h_, 0.0f), dh_next(n * h_, 0.0f);
+  for (std::size_t s = t; s-- > 0;) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const float* src = dy.data() + (i * t + s) * h_;
+      for (std::size_t j = 0; j < h_; ++j) dh[i * h_ + j] = src[j] + dh_next[i * h_ + j];
+    }
+    float* das = da.data() + s * n * g4;
+    backend::for_each(n * h_, kernels::LstmCellBackward{gates_.data() + s * n * g4, cells_.data() + s * n * h_,
+                                                        cells_.data() + (s + 1) * n * h_, dh.data(), dc.data(), das, h_},
+                      32);
+    // dh_{t-1} = da_t W_hh
+    backend::gemm(false, false, n, h_, g4, 1.0f, das, g4, w_hh.value.data(), h_, 0.0f, dh_next.data(), h_);
+  }
+  // Weight gradients over all steps: dW_ih = da^T x, dW_hh = da^T h_{t-1}, db = column sums of da.
+  backend::gemm(true, false, g4, in_, t * n, 1.0f, da.data(), g4, input_.data(), in_, 0.0f, w_ih.grad.data(), in_);
+  backend::gemm(true, false, g4, h_, t * n, 1.0f, da.data(), g4, hidden_.data(), h_, 0.0f, w_hh.grad.data(), h_);
+  backend::for_each(g4, kernels::ColumnSum{da.data(), bias.grad.data(), t * n, g4}, t * n);
+  grads_ready(ctx);
+  std::vector<float> dxt(t * n * in_);
+  backend::gemm(false, false, t * n, in_, g4, 1.0f, da.data(), g4, w_ih.value.data(), in_, 0.0f, dxt.data(), in_);
+  Tensor dx({n, t, in_});
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t s = 0; s < t; ++s)
+      std::memcpy(dx.data() + (i * t + s) * in_, dxt.data() + (s * n + i) * in_, in_ * sizeof(float));
+  return dx;
+}
+
+}  // namespace gradsync::trainer

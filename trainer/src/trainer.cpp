@@ -1,0 +1,257 @@
+#include "gradsync/trainer/trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "gradsync/trainer/backend.hpp"
+
+namespace gradsync::trainer {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// One rank: its replica, optimizer and synchronizer, and the hooks that tie them to the layers.
+class Rank final : public StepHooks {
+ public:
+  Rank(const TrainConfig& cfg, std::size_t rank, const SyncFactory& factory)
+      : model_(make_model(cfg.model)), opt_((model_->initialize(cfg.seed), model_->params()), cfg.optimizer),
+        sync_(factory(rank, *model_)), pending_(model_->params().size(), 0), ready_(pending_.size(), 0) {
+    if (!sync_) throw std::logic_error("sync factory returned no synchronizer for rank " + std::to_string(rank));
+  }
+
+  Model& model() { return *model_; }
+  double wait_seconds() const { return wait_seconds_; }
+  Optimizer& optimizer() { return opt_; }
+
+  // Forward of a layer: its gradients from the last iteration must be aggregated and applied first.
+  void before_forward(std::span<Param* const> params) override {
+    for (auto* p : params)
+      if (pending_[p->index]) {
+        const auto t0 = Clock::now();
+        sync_->wait_for(p->index);
+        wait_seconds_ += since(t0);
+        opt_.step(*p, pending_lr_);
+        pending_[p->index] = 0;
+      }
+  }
+  // Backward of a layer: hand its gradients over, last parameter first (decreasing index).
+  void after_backward(std::span<Param* const> params) override {
+    for (auto it = params.rbegin(); it != params.rend(); ++it) {
+      Param& p = **it;
+      if (ready_[p.index]++) throw std::logic_error(p.name + ": gradient reported twice in one backward");
+      sync_->gradient_ready(p.index, p.grad.span());
+      pending_[p.index] = 1;
+    }
+  }
+
+  /// One iteration; returns (loss, correct predictions).
+  std::pair<float, std::size_t> step(const Tensor& x, const std::vector<std::int32_t>& y, std::uint64_t seed,
+                                     std::size_t iteration, float lr) {
+    Context ctx{.training = true, .hooks = this, .seed = seed, .step = iteration};
+    Tensor logits = model_->forward(x, ctx);
+    const float loss = loss_.forward(logits, y);
+    if (!std::isfinite(loss))
+      throw std::runtime_error("loss is " + std::to_string(loss) + " at iteration " + std::to_string(iteration) +
+                               " (diverged: lower --lr or add --warmup)");
+    std::fill(ready_.begin(), ready_.end(), 0);
+    model_->backward(loss_.backward().reshaped(logits.shape()), ctx);
+    for (auto* p : model_->params())
+      if (!ready_[p->index]) throw std::logic_error(p->name + ": no gradient reported in backward");
+    sync_->finish_iteration();
+    pending_lr_ = lr;
+    return {loss, loss_.correct()};
+  }
+
+  /// Waits for and applies every outstanding step (before evaluation, checkpoints, the end).
+  void flush() {
+    before_forward(model_->params());
+  }
+
+ private:
+  std::unique_ptr<Model> model_;
+  Optimizer opt_;
+  std::unique_ptr<GradientSync> sync_;
+  std::vector<char> pending_, ready_;
+  float pending_lr_ = 0.0f;
+  double wait_seconds_ = 0;  // blocked in wait_for: communication not hidden behind compute
+  SoftmaxCrossEntropy loss_;
+};
+
+struct Datasets {
+  Dataset train, test;
+};
+
+Datasets load_data(const TrainConfig& cfg) {
+  if (cfg.dataset == "fashion-mnist") {
+    if (cfg.model.input != Shape{1, 28, 28})
+      throw std::invalid_argument("fashion-mnist images are [1, 28, 28]; the model input is " +
+                                  to_string(cfg.model.input));
+    if (cfg.model.classes != 10) throw std::invalid_argument("fashion-mnist has 10 classes");
+    return {load_fashion_mnist(true, cfg.data_dir), load_fashion_mnist(false, cfg.data_dir)};
+  }
+  if (cfg.dataset == "synthetic") {
+    // One draw split in two, so the test samples share the training samples' class patterns.
+    const std::size_t n = cfg.synthetic_train + cfg.synthetic_test;
+    Dataset all = cfg.model.name == "lstm-lm"
+                      ? synthetic_tokens(cfg.model.input.at(0), cfg.model.classes, n, cfg.seed)
+                      : synthetic_images(cfg.model.input, cfg.model.classes, n, cfg.seed);
+    Dataset test = split_tail(all, cfg.synthetic_test);
+    return {std::move(all), std::move(test)};
+  }
+  throw std::invalid_argument("unknown dataset '" + cfg.dataset + "' (valid: fashion-mnist, synthetic)");
+}
+
+std::string clock_text(double s) {
+  char buf[32];
+  const long t = long(s + 0.5);
+  std::snprintf(buf, sizeof buf, "%ld:%02ld", t / 60, t % 60);
+  return buf;
+}
+
+}  // namespace
+
+Evaluation evaluate(Model& model, const Dataset& data, std::size_t batch) {
+  SoftmaxCrossEntropy loss;
+  Context ctx{};  // eval mode, no hooks
+  double total_loss = 0;
+  std::size_t correct = 0;
+  std::vector<std::uint32_t> idx;
+  Tensor x;
+  std::vector<std::int32_t> y;
+  for (std::size_t first = 0; first < data.size(); first += batch) {
+    const std::size_t n = std::min(batch, data.size() - first);
+    idx.resize(n);
+    for (std::size_t i = 0; i < n; ++i) idx[i] = std::uint32_t(first + i);
+    gather_samples(data, idx.data(), n, x, y);
+    total_loss += double(loss.forward(model.forward(x, ctx), y)) * double(y.size());
+    correct += loss.correct();
+  }
+  const double labels = double(data.size() * data.labels_per_sample);
+  return {total_loss / labels, double(correct) / labels};
+}
+
+TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
+  if (cfg.ranks == 0) throw std::invalid_argument("--ranks must be at least 1");
+  if (cfg.threads < 1) throw std::invalid_argument("--threads must be at least 1");
+  if (cfg.epochs == 0 && cfg.iterations == 0) throw std::invalid_argument("need --epochs or --iterations > 0");
+  make_model(cfg.model);  // validate the model before loading data
+  const Datasets data = load_data(cfg);
+
+  std::unique_ptr<LocalAllReduceGroup> group;
+  if (!make_sync) {
+    if (cfg.ranks == 1) {
+      make_sync = [](std::size_t, const Model&) { return std::make_unique<SingleRankSync>(); };
+    } else {
+      std::vector<std::size_t> sizes;
+      for (auto& [name, n] : make_model(cfg.model)->layout()) sizes.push_back(n);
+      group = std::make_unique<LocalAllReduceGroup>(cfg.ranks, sizes);
+      make_sync = [&](std::size_t r, const Model&) { return group->rank(r); };
+    }
+  }
+
+  // Shared plan, identical on every rank.
+  const std::size_t bpe = ShardedLoader(data.train, cfg.batch, 0, cfg.ranks, cfg.seed).batches_per_epoch();
+  const std::size_t total = cfg.iterations ? cfg.iterations : cfg.epochs * bpe;
+  const std::size_t epochs = (total + bpe - 1) / bpe;
+  const LrSchedule schedule(cfg.lr, cfg.lr_schedule, std::size_t(std::lround(cfg.warmup_epochs * double(bpe))), total);
+  const int threads_per_rank = std::max(1, cfg.threads / int(cfg.ranks));
+
+  TrainResult result;
+  std::mutex error_mutex;
+  std::exception_ptr error;
+
+  auto run_rank = [&](std::size_t r) {
+    try {
+      backend::set_threads(threads_per_rank);
+      Rank rank(cfg, r, make_sync);
+      std::size_t start = 0;
+      if (!cfg.resume.empty()) start = load_checkpoint(cfg.resume, cfg, rank.model(), rank.optimizer());
+      if (start > total)
+        throw std::invalid_argument(cfg.resume + ": checkpoint is at iteration " + std::to_string(start) +
+                                    ", past this run's " + std::to_string(total));
+      const std::size_t end = cfg.stop_after ? std::min(total, start + cfg.stop_after) : total;
+      ShardedLoader loader(data.train, cfg.batch, r, cfg.ranks, cfg.seed);
+      const bool lead = r == 0;
+      if (lead) result.parameters = rank.model().parameter_count();
+      Tensor x;
+      std::vector<std::int32_t> y;
+      EpochMetrics em;
+      double loss_sum = 0, correct = 0, labels = 0, train_seconds = 0;
+      auto epoch_start = Clock::now(), run_start = Clock::now(), last_print = Clock::now();
+      std::size_t done_in_run = 0;
+      for (std::size_t it = start; it < end; ++it) {
+        const std::size_t epoch = it / bpe, index = it % bpe;
+        loader.batch(epoch, index, x, y);
+        const auto [loss, ok] = rank.step(x, y, cfg.seed, it, schedule(it));
+        ++done_in_run;
+        if (!lead) continue;
+        loss_sum += loss;
+        correct += double(ok);
+        labels += double(y.size());
+        ++em.iterations;
+        const bool epoch_end = index == bpe - 1 || it + 1 == total;
+        if (cfg.progress && (since(last_print) > 1.0 || epoch_end)) {
+          const double elapsed = since(run_start), rate = double(done_in_run * cfg.batch * cfg.ranks) / elapsed;
+          std::fprintf(stderr, "\repoch %zu/%zu  iter %zu/%zu  loss %.4f  acc %.3f  %.0f img/s  ETA %s   ", epoch + 1,
+                       epochs, it + 1, total, loss_sum / double(em.iterations), correct / labels, rate,
+                       clock_text(elapsed / double(done_in_run) * double(total - it - 1)).c_str());
+          last_print = Clock::now();
+        }
+        const bool save_now = !cfg.checkpoint.empty() && (epoch_end || it + 1 == end ||
+                                                          (cfg.checkpoint_every && (it + 1) % cfg.checkpoint_every == 0));
+        if (epoch_end || save_now) rank.flush();
+        if (epoch_end) {
+          em.epoch = epoch + 1;
+          em.seconds = since(epoch_start);
+          train_seconds += em.seconds;
+          em.train_loss = loss_sum / double(em.iterations);
+          em.train_accuracy = correct / labels;
+          em.images_per_second = double(em.iterations * cfg.batch * cfg.ranks) / em.seconds;
+          if (cfg.evaluate) {
+            const Evaluation ev = evaluate(rank.model(), data.test);
+            em.test_loss = result.test_loss = ev.loss;
+            em.test_accuracy = result.test_accuracy = ev.accuracy;
+          }
+          if (cfg.progress)
+            std::fprintf(stderr, "\repoch %zu/%zu  loss %.4f  train acc %.4f  test acc %.4f  %.0f img/s  %.1f s%20s\n",
+                         em.epoch, epochs, em.train_loss, em.train_accuracy, em.test_accuracy, em.images_per_second,
+                         em.seconds, "");
+          result.epochs.push_back(em);
+          em = EpochMetrics{};
+          loss_sum = correct = labels = 0;
+        }
+        if (save_now) save_checkpoint(cfg.checkpoint, cfg, it + 1, rank.model(), rank.optimizer());
+        if (epoch_end) epoch_start = Clock::now();
+      }
+      rank.flush();
+      if (lead) {
+        result.iterations = done_in_run;
+        result.seconds = since(run_start);
+        result.sync_wait_seconds = rank.wait_seconds();
+        result.images_per_second = train_seconds > 0 ? double(done_in_run * cfg.batch * cfg.ranks) / train_seconds : 0;
+        for (auto* p : rank.model().params()) result.weights.emplace_back(p->value.span().begin(), p->value.span().end());
+      }
+    } catch (...) {
+      {
+        std::lock_guard lock(error_mutex);
+        if (!error) error = std::current_exception();
+      }
+      if (group) group->abort();
+    }
+  };
+
+  std::vector<std::thread> workers;
+  for (std::size_t r = 0; r < cfg.ranks; ++r) workers.emplace_back(run_rank, r);
+  for (auto& w : workers) w.join();
+  if (error) std::rethrow_exception(error);
+  return result;
+}
+
+}  // namespace gradsync::trainer
