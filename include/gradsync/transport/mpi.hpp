@@ -231,7 +231,7 @@ class Mpi final : public Transport {
     MPI_Status st;
     if (!wait_until(req, st, std::chrono::steady_clock::now() + wait)) {
       MPI_Cancel(&req);
-      MPI_Wait(&req, &st);
+      st.MPI_ERROR = MPI_Wait(&req, &st);
       int cancelled = 0;
       MPI_Test_cancelled(&st, &cancelled);
       if (cancelled) return std::nullopt;  // else it arrived while we cancelled: use it
@@ -262,7 +262,10 @@ class Mpi final : public Transport {
       } else {
         check(rc, "MPI_Testall");
       }
-      if (done) break;
+      if (done) {
+        if (rc == MPI_SUCCESS) st[0].MPI_ERROR = MPI_SUCCESS;  // set only with MPI_ERR_IN_STATUS
+        break;
+      }
       if (std::chrono::steady_clock::now() >= deadline) {
         int recv_done = 0, send_done = 0;
         MPI_Test(&req[0], &recv_done, &st[0]);
@@ -318,7 +321,10 @@ class Mpi final : public Transport {
         st.MPI_ERROR = rc;
         return true;  // completed with an error; received() reports it
       }
-      if (done) return true;
+      if (done) {
+        st.MPI_ERROR = MPI_SUCCESS;  // single-request calls leave the field undefined
+        return true;
+      }
       if (std::chrono::steady_clock::now() >= deadline) return false;
       backoff.pause();
     }
