@@ -2,7 +2,7 @@
 // next to Open MPI's MPI_Allreduce, in one run under mpirun; rank 0 prints the report.
 //
 //   mpirun --allow-run-as-root --oversubscribe -np 4 build/default/benchmarks/collective/bench_collective
-//   ... bench_collective --codecs=fp32,fp16,qsgd8 --link=1gbit --benchmark_filter=/67108864$
+//   ... bench_collective --codecs=fp32,fp16,qsgd8 --link=1gbit --benchmark_filter=/67108864/
 //
 // Names: <collective>/<codec>/<bytes> ("ring/fp32/67108864"), "mpi_allreduce/fp32/<bytes>" for
 // the plain MPI_Allreduce baseline; with --link=L every collective runs over Throttled<Mpi> and
@@ -69,6 +69,20 @@ double slowest_rank(double seconds) {
   return max;
 }
 
+/// The console report with names as registered ("ring/fp32/67108864"), without the
+/// "/iterations:N/manual_time" that Google Benchmark appends.
+class PlainNames : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    std::vector<Run> plain = runs;
+    for (Run& r : plain) {
+      r.run_name.iterations.clear();
+      r.run_name.time_type.clear();
+    }
+    ConsoleReporter::ReportRuns(plain);
+  }
+};
+
 class NullReporter : public benchmark::BenchmarkReporter {
  public:
   bool ReportContext(const Context&) override { return true; }
@@ -129,7 +143,8 @@ int main(int argc, char** argv) {
         }
       }
     if (t.rank() == 0) {
-      benchmark::RunSpecifiedBenchmarks();
+      PlainNames report;
+      benchmark::RunSpecifiedBenchmarks(&report);
     } else {
       NullReporter quiet;
       benchmark::RunSpecifiedBenchmarks(&quiet);
