@@ -26,6 +26,7 @@ struct Config {
   std::vector<std::string> codecs, collectives;
   std::optional<gs::transport::Link> link;
   std::string link_name;
+  bool color = true;  // --benchmark_color=false|no (mpirun's output is a pty: isatty cannot tell)
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -52,6 +53,7 @@ Config parse_args(int& argc, char** argv) {
     else if (a.starts_with("--collectives=")) c.collectives = split(a.substr(14));
     else if (a.starts_with("--link=")) c.link = gs::transport::Link::parse(c.link_name = a.substr(7));
     else argv[kept++] = argv[i];
+    if (a == "--benchmark_color=false" || a == "--benchmark_color=no") c.color = false;
   }
   argc = kept;
   return c;
@@ -73,6 +75,7 @@ double slowest_rank(double seconds) {
 /// "/iterations:N/manual_time" that Google Benchmark appends.
 class PlainNames : public benchmark::ConsoleReporter {
  public:
+  explicit PlainNames(bool color) : ConsoleReporter(color ? OO_ColorTabular : OO_Tabular) {}
   void ReportRuns(const std::vector<Run>& runs) override {
     std::vector<Run> plain = runs;
     for (Run& r : plain) {
@@ -143,7 +146,7 @@ int main(int argc, char** argv) {
         }
       }
     if (t.rank() == 0) {
-      PlainNames report;
+      PlainNames report(cfg.color);
       benchmark::RunSpecifiedBenchmarks(&report);
     } else {
       NullReporter quiet;
