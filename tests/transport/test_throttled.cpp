@@ -18,7 +18,10 @@ TEST_CASE("link strings: gbit, mbit, latency; bad ones name the format") {
   REQUIRE(Link::parse("2.5gbit").gbit == 2.5);
   REQUIRE(Link::parse("1gbit+50us").latency == 50us);
   REQUIRE(Link::parse("1gbit+2ms").latency == 2000us);
-  for (const char* bad : {"", "1", "gbit", "-1gbit", "0mbit", "1gb", "1gbit+", "1gbit+5s", "xgbit"})
+  REQUIRE_FALSE(Link::parse("1gbit").shared_nic);
+  REQUIRE(Link::parse("1gbit+2ms/nic").shared_nic);
+  REQUIRE(Link::parse("10gbit/nic").gbit == 10.0);
+  for (const char* bad : {"", "1", "gbit", "-1gbit", "0mbit", "1gb", "1gbit+", "1gbit+5s", "xgbit", "1gbit/nix", "/nic"})
     REQUIRE_THROWS_WITH(Link::parse(bad), Catch::Contains("gbit or <rate>mbit"));
 }
 
@@ -40,6 +43,23 @@ TEST_CASE("a throttled link carries bytes at its rate, plus its latency") {
   a.send(1, 6, std::span(big).first(1));
   REQUIRE(b.recv(0, 6, out) == 1);
   REQUIRE(clock_type::now() - t1 >= 20ms);
+}
+
+TEST_CASE("links are per peer by default, one shared bucket per rank with /nic") {
+  auto two_sends = [](const char* link) {  // rank 0 sends 1.25 MB to each of ranks 1 and 2
+    transport::InProcessGroup group(3);
+    std::vector<std::unique_ptr<transport::Throttled<>>> t;
+    for (int r = 0; r < 3; ++r) t.push_back(std::make_unique<transport::Throttled<>>(group.rank(r), transport::Link::parse(link)));
+    std::vector<std::byte> big(1'250'000), out(big.size());
+    const auto t0 = clock_type::now();
+    t[0]->send(1, 1, big);
+    t[0]->send(2, 1, big);
+    t[1]->recv(0, 1, out);
+    t[2]->recv(0, 1, out);
+    return std::chrono::duration<double>(clock_type::now() - t0).count();
+  };
+  REQUIRE(two_sends("100mbit") < 0.16);      // 0.1 s each, in parallel
+  REQUIRE(two_sends("100mbit/nic") > 0.18);  // 0.2 s: one after the other
 }
 
 TEST_CASE("a throttled transport still gives the reference mean") {

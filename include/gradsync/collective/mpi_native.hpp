@@ -44,7 +44,7 @@ struct MpiNative {
       if (rc != MPI_SUCCESS)
         throw PeerError("gradsync: " + t.describe() + ": MPI_Iallreduce failed: " + transport::detail::mpi_error(rc));
     });
-    mpi->wait(req, "MPI_Iallreduce of unit " + std::to_string(job.tag));
+    mpi->wait(req, "MPI_Iallreduce", job.tag);
     detail::finish_mean(job.data, job.average, t.size());
     // What a ring all-reduce sends; MPI does not say what its algorithm sent.
     return job.data.size_bytes() * 2 * static_cast<std::size_t>(t.size() - 1) / static_cast<std::size_t>(t.size());

@@ -283,13 +283,17 @@ class Mpi final : public Transport {
   }
 
   /// Waits for `req` (any MPI request on this transport's communicators) until the timeout; a
-  /// PeerError naming `what` if it does not complete. For collectives built on MPI's own.
-  void wait(MPI_Request& req, const std::string& what) {
+  /// PeerError naming `what` and `tag` if it does not complete. For collectives built on MPI's own.
+  void wait(MPI_Request& req, const char* what, Tag tag) {
     MPI_Status st;
-    if (wait_until(req, st, std::chrono::steady_clock::now() + timeout_)) return;
+    if (wait_until(req, st, std::chrono::steady_clock::now() + timeout_)) {
+      check(st.MPI_ERROR, what);
+      return;
+    }
     abandon(req);
-    throw PeerError("gradsync: " + describe() + ": " + what + " did not complete within " +
-                    std::to_string(timeout_.count()) + " ms: a rank died or stopped calling gradient_ready");
+    throw PeerError("gradsync: " + describe() + ": " + what + " of unit " + std::to_string(tag) +
+                    " did not complete within " + std::to_string(timeout_.count()) +
+                    " ms: a rank died or stopped calling gradient_ready");
   }
 
  private:

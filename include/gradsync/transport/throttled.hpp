@@ -9,11 +9,14 @@
 ///   gradsync::AnySynchronizer sync(slow, layout);       // or Throttled<Mpi> over an Mpi transport
 /// \endcode
 ///
-/// A send waits until the link has carried the message (serialization delay = bytes / rate), so
-/// a rank sending to several peers pays each link separately but concurrently from several
-/// threads; links are full duplex. Each message carries an 8-byte arrival time (steady clock,
-/// which is shared by all processes of one machine), and the receiver holds it until then.
-/// Every rank of a job must wrap its transport the same way.
+/// A send books the link like a NIC queue: the message leaves when the messages before it on that
+/// link have left (serialization delay = bytes / rate) and arrives `latency` later. The send itself
+/// returns at once (buffered, as every Transport send); the message carries its 8-byte arrival
+/// time (steady clock, shared by all processes of one machine) and the receiver holds it until
+/// then — one sleep per message, on the side that needs the data. Links are full duplex. By
+/// default each peer has its own link (a rank sending to several peers uses each at the full
+/// rate); with `shared_nic` all of a rank's outgoing traffic shares one bucket, like tc on a
+/// NIC. Every rank of a job must wrap its transport the same way.
 ///
 /// \tparam T  the wrapped transport (any Transport; the default erases its type)
 #include <chrono>
@@ -34,12 +37,22 @@ struct Link {
   double gbit = 10.0;                                ///< bandwidth in Gbit/s (10^9 bit/s)
   std::chrono::microseconds latency{0};              ///< one-way delay added to every message
   std::size_t burst = 64u << 10;                     ///< bytes that may leave at once (tbf burst)
+  /// One bucket for all of this rank's outgoing traffic (a NIC shaped with tc, as in P3) instead
+  /// of one per peer (a full-bisection fabric where each pair of ranks has its own link).
+  bool shared_nic = false;
 
-  /// "1gbit", "10gbit", "500mbit", "2.5gbit", optionally "+<latency>" in us or ms ("1gbit+50us").
-  static Link parse(std::string_view text) {
-    const std::string_view valid = "<rate>gbit or <rate>mbit, optionally +<n>us or +<n>ms (e.g. 1gbit, 500mbit+100us)";
-    auto bad = [&]() -> Link { gradsync::detail::bad_policy("link", text, valid); };
+  /// "1gbit", "10gbit", "500mbit", "2.5gbit", optionally "+<latency>" in us or ms ("1gbit+50us"),
+  /// optionally "/nic" for one shared bucket per rank ("10gbit+20us/nic").
+  static Link parse(std::string_view whole) {
+    const std::string_view valid =
+        "<rate>gbit or <rate>mbit, optionally +<n>us or +<n>ms, optionally /nic (e.g. 1gbit, 500mbit+100us/nic)";
+    auto bad = [&]() -> Link { gradsync::detail::bad_policy("link", whole, valid); };
     Link link;
+    std::string_view text = whole;
+    if (text.ends_with("/nic")) {
+      link.shared_nic = true;
+      text.remove_suffix(4);
+    }
     std::string_view rate = text, lat;
     const auto plus = text.find('+');
     if (plus != std::string_view::npos) {
@@ -86,14 +99,14 @@ class Throttled final : public Transport {
   int size() const override { return inner_.size(); }
   std::chrono::milliseconds timeout() const override { return inner_.timeout(); }
   std::string describe() const override {
-    return inner_.describe() + " throttled to " + std::to_string(link_.gbit) + " Gbit/s";
+    return inner_.describe() + " throttled to " + std::to_string(link_.gbit) + " Gbit/s" +
+           (link_.shared_nic ? " per rank" : " per link");
   }
 
   void send(int dst, Tag tag, std::span<const std::byte> data) override {
     check_peer(dst);
     const auto arrival = transmit(dst, data.size());
-    std::vector<std::byte>& frame = scratch();
-    frame.resize(stamp_bytes + data.size());
+    const std::span<std::byte> frame = scratch(stamp_bytes + data.size());
     const std::int64_t at = arrival.time_since_epoch().count();
     std::memcpy(frame.data(), &at, stamp_bytes);
     std::memcpy(frame.data() + stamp_bytes, data.data(), data.size());
@@ -102,8 +115,7 @@ class Throttled final : public Transport {
 
   std::optional<std::size_t> recv_for(int src, Tag tag, std::span<std::byte> out,
                                       std::chrono::milliseconds wait) override {
-    std::vector<std::byte>& frame = scratch();
-    frame.resize(stamp_bytes + out.size());
+    const std::span<std::byte> frame = scratch(stamp_bytes + out.size());
     const auto got = inner_.recv_for(src, tag, frame, wait);
     if (!got) return std::nullopt;
     if (*got < stamp_bytes)
@@ -126,7 +138,7 @@ class Throttled final : public Transport {
     clock::time_point free_at{};  // when the link has carried everything already sent
   };
 
-  /// Reserves the link for `bytes` and waits until they have left; returns their arrival time.
+  /// Books the link for `bytes`; returns when they will have arrived.
   clock::time_point transmit(int dst, std::size_t bytes) {
     const auto wire = std::chrono::duration_cast<clock::duration>(
         std::chrono::duration<double>(static_cast<double>(bytes) * 8.0 / (link_.gbit * 1e9)));
@@ -134,19 +146,20 @@ class Throttled final : public Transport {
         std::chrono::duration<double>(static_cast<double>(link_.burst) * 8.0 / (link_.gbit * 1e9)));
     clock::time_point left;
     {
-      Bucket& b = links_[static_cast<std::size_t>(dst)];
+      Bucket& b = links_[link_.shared_nic ? 0 : static_cast<std::size_t>(dst)];
       std::lock_guard lock(b.mutex);
       const auto now = clock::now();
       b.free_at = std::max(b.free_at, now - burst) + wire;  // an idle link saves up to `burst`
       left = std::max(b.free_at, now);  // a message within the saved burst leaves at once
     }
-    std::this_thread::sleep_until(left);
     return left + link_.latency;
   }
-  /// One frame buffer per thread: sends and receives never allocate once warm.
-  static std::vector<std::byte>& scratch() {
+  /// A frame of `bytes` from this thread's buffer, which only grows (never re-zeroed): sends and
+  /// receives do not allocate once warm.
+  static std::span<std::byte> scratch(std::size_t bytes) {
     thread_local std::vector<std::byte> frame;
-    return frame;
+    if (frame.size() < bytes) frame.resize(bytes);
+    return std::span(frame).first(bytes);
   }
 
   T& inner_;
