@@ -26,7 +26,8 @@ struct Config {
   std::vector<std::string> codecs, collectives;
   std::optional<gs::transport::Link> link;
   std::string link_name;
-  bool color = true;  // --benchmark_color=false|no (mpirun's output is a pty: isatty cannot tell)
+  bool color = true;    // --benchmark_color=false|no (mpirun's output is a pty: isatty cannot tell)
+  bool console = true;  // no --benchmark_format other than console: print plain names
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -54,6 +55,7 @@ Config parse_args(int& argc, char** argv) {
     else if (a.starts_with("--link=")) c.link = gs::transport::Link::parse(c.link_name = a.substr(7));
     else argv[kept++] = argv[i];
     if (a == "--benchmark_color=false" || a == "--benchmark_color=no") c.color = false;
+    if (a.starts_with("--benchmark_format=") && a != "--benchmark_format=console") c.console = false;
   }
   argc = kept;
   return c;
@@ -114,14 +116,16 @@ int main(int argc, char** argv) {
 
     // about 1 s of traffic per benchmark at the expected rate, at least 3 iterations
     const double rate = cfg.link ? cfg.link->gbit * 1e9 / 8 : 1e9;
-    for (const std::string& codec_name : cfg.codecs)
-      for (const std::string& coll_name : cfg.collectives) {
-        const bool mpi_only = coll_name == "mpi_allreduce" || coll_name == "mpi";
-        const gs::codec::AnyCodec codec = gs::codec::AnyCodec::parse(codec_name);
-        if (mpi_only && (cfg.link || !codec.lossless())) continue;
-        std::optional<gs::collective::AnyCollective> coll;
-        if (coll_name != "mpi_allreduce") coll = gs::collective::AnyCollective::parse(coll_name);
-        for (std::size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {
+    // size-major order: the collectives of one size run back to back, so drifting load on a
+    // shared machine affects them alike
+    for (std::size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4)
+      for (const std::string& codec_name : cfg.codecs)
+        for (const std::string& coll_name : cfg.collectives) {
+          const gs::codec::AnyCodec codec = gs::codec::AnyCodec::parse(codec_name);
+          const bool mpi_only = coll_name == "mpi_allreduce" || coll_name == "mpi";
+          if (mpi_only && (cfg.link || !codec.lossless())) continue;
+          std::optional<gs::collective::AnyCollective> coll;
+          if (coll_name != "mpi_allreduce") coll = gs::collective::AnyCollective::parse(coll_name);
           const std::string name =
               (cfg.link ? cfg.link_name + "/" : "") + coll_name + "/" + codec_name + "/" + std::to_string(bytes);
           const auto iterations = static_cast<benchmark::IterationCount>(
@@ -144,10 +148,10 @@ int main(int argc, char** argv) {
             state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(bytes));
           })->UseManualTime()->Iterations(iterations)->Unit(benchmark::kMillisecond);
         }
-      }
     if (t.rank() == 0) {
       PlainNames report(cfg.color);
-      benchmark::RunSpecifiedBenchmarks(&report);
+      if (cfg.console) benchmark::RunSpecifiedBenchmarks(&report);
+      else benchmark::RunSpecifiedBenchmarks();
     } else {
       NullReporter quiet;
       benchmark::RunSpecifiedBenchmarks(&quiet);
