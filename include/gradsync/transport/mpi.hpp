@@ -13,6 +13,8 @@
 /// \endcode
 ///
 /// Needs MPI_THREAD_MULTIPLE: gradsync's communication thread and executors call MPI at once.
+/// Constructing an Mpi is collective (it duplicates the communicator): every rank constructs its
+/// transports in the same order.
 /// Point-to-point traffic goes on a private duplicate of the communicator (the user's own MPI
 /// traffic cannot match it), tagged with the unit index. Every wait is MPI_Test polling against a
 /// deadline, so a dead or silent peer becomes a PeerError after `timeout` instead of a hang;
@@ -184,13 +186,15 @@ class Mpi final : public Transport {
   Mpi(const Mpi&) = delete;
   Mpi& operator=(const Mpi&) = delete;
   ~Mpi() override {
-    // Let buffered sends drain (peers may still be receiving); never wait past the timeout.
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    // Let buffered sends drain (peers may still be receiving) for a moment: a peer that takes
+    // longer is gone or failing, and MPI delivers freed requests on its own anyway.
+    const auto deadline = std::chrono::steady_clock::now() + std::min(timeout_, std::chrono::milliseconds(1000));
     detail::Backoff backoff;
     while (!reap_sends() && std::chrono::steady_clock::now() < deadline) backoff.pause();
     std::lock_guard lock(mutex_);
     if (!in_flight_.empty()) {
-      // A peer never took them: MPI may still read the buffers, so leave them to the process exit.
+      // Not taken yet: MPI may still read the buffers, so they (and the communicators) stay
+      // until the process exits.
       for (auto& s : in_flight_) MPI_Request_free(&s.request);
       static std::vector<std::vector<std::byte>> abandoned;
       for (auto& s : in_flight_) abandoned.push_back(std::move(s.bytes));
