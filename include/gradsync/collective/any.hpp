@@ -13,6 +13,7 @@
 #include <charconv>
 #include <variant>
 
+#include "../codec/any.hpp"
 #include "../detail/parse.hpp"
 #include "hierarchical.hpp"
 #include "hybrid.hpp"
@@ -73,7 +74,7 @@ struct AnyCollective {
   }
   template <codec::Codec C>
   std::size_t run(transport::Transport& t, const C& c, Job& job, Workspace& ws) const {
-    if constexpr (requires { c.policy; })  // a runtime codec: dispatch on its concrete type too
+    if constexpr (std::same_as<C, codec::AnyCodec>)  // a runtime codec: dispatch on its concrete type too
       return c.visit([&](const auto& concrete) { return run(t, concrete, job, ws); });
     else
       return std::visit([&](const auto& p) { return p.run(t, c, job, ws); }, policy);

@@ -26,28 +26,18 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <exception>
 #include <limits>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "mpi_session.hpp"
 #include "transport.hpp"
 
 namespace gradsync::transport {
 
 namespace detail {
-inline std::string mpi_error(int code) {
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
-  return std::string(text, static_cast<std::size_t>(len));
-}
-
 /// Waiting without stealing the CPU other ranks need (4 ranks may share 2 cores): spin briefly,
 /// then yield, then sleep with growing pauses up to 1 ms. MPI only progresses inside our MPI_Test
 /// calls, so the pauses stay short while a transfer is likely under way.
@@ -69,88 +59,6 @@ class Backoff {
   std::chrono::microseconds sleep_{10};
 };
 }  // namespace detail
-
-/// RAII for MPI itself: MPI_Init_thread with MPI_THREAD_MULTIPLE, MPI_Finalize at the end.
-class MpiSession {
- public:
-  MpiSession(int& argc, char**& argv) { init(&argc, &argv); }
-  MpiSession() { init(nullptr, nullptr); }
-  MpiSession(const MpiSession&) = delete;
-  MpiSession& operator=(const MpiSession&) = delete;
-  ~MpiSession() { finalize(); }
-
-  /// Runs `body`; on an exception prints "gradsync rank R of N: <what>" to stderr and returns 1.
-  /// MPI_Finalize then gets `grace` to complete (it waits for every rank); if a peer is dead or
-  /// hung, the process exits with code 1 instead of hanging, and mpirun stops the whole job.
-  template <class F>
-  int run(F&& body, std::chrono::milliseconds grace = std::chrono::seconds(5)) {
-    try {
-      body();
-      return 0;
-    } catch (const std::exception& e) {
-      report(e.what());
-    } catch (...) {
-      report("unknown exception");
-    }
-    finalize_within(grace, 1);
-    return 1;
-  }
-
-  /// Finalizes MPI, or exits the process with `code` if that takes longer than `grace`.
-  void finalize_within(std::chrono::milliseconds grace, int code) {
-    std::mutex m;
-    std::condition_variable cv;
-    bool done = false;
-    std::thread watchdog([&] {
-      std::unique_lock lock(m);
-      if (!cv.wait_for(lock, grace, [&] { return done; })) {
-        std::fprintf(stderr, "gradsync: MPI_Finalize did not complete within %lld ms (a peer is gone); exiting\n",
-                     static_cast<long long>(grace.count()));
-        std::fflush(stderr);
-        std::_Exit(code);
-      }
-    });
-    finalize();
-    {
-      std::lock_guard lock(m);
-      done = true;
-    }
-    cv.notify_all();
-    watchdog.join();
-  }
-
- private:
-  void init(int* argc, char*** argv) {
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (initialized) throw UsageError("gradsync: MpiSession: MPI is already initialized; create one MpiSession only");
-    int provided = 0;
-    if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
-      throw PeerError("gradsync: MPI_Init_thread failed; start the program with mpirun/mpiexec");
-    owner_ = true;
-    if (provided < MPI_THREAD_MULTIPLE) {
-      finalize();
-      throw UsageError("gradsync: this MPI library does not grant MPI_THREAD_MULTIPLE (got level " +
-                       std::to_string(provided) +
-                       "); gradsync's threads call MPI concurrently: use an MPI built with thread support "
-                       "(Debian's Open MPI is)");
-    }
-  }
-  void finalize() {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (owner_ && !finalized) MPI_Finalize();
-    owner_ = false;
-  }
-  static void report(const char* what) {
-    int rank = -1, size = -1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    std::fprintf(stderr, "gradsync rank %d of %d: %s\n", rank, size, what);
-    std::fflush(stderr);
-  }
-  bool owner_ = false;
-};
 
 class Mpi final : public Transport {
  public:
