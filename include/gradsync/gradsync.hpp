@@ -4,7 +4,7 @@
 /// \code
 ///   #include <gradsync/gradsync.hpp>
 ///   namespace gs = gradsync;
-///   gs::transport::InProcessGroup group(4);                 // or an MPI transport
+///   gs::transport::InProcessGroup group(4);                 // or transport::Mpi (link gradsync::mpi)
 ///   gs::Synchronizer<gs::slicing::FixedSlices, gs::priority::ForwardOrder,
 ///                    gs::codec::Identity, gs::collective::Ring> sync{group.rank(r), layout};
 ///   // or, chosen from strings at run time:
@@ -18,6 +18,10 @@
 #include "slicing/any.hpp"
 #include "synchronizer.hpp"
 #include "transport/in_process.hpp"
+#include "transport/throttled.hpp"
+#if defined(GRADSYNC_WITH_MPI)  // set by the gradsync::mpi CMake target
+#include "transport/mpi.hpp"
+#endif
 
 namespace gradsync {
 

@@ -292,7 +292,8 @@ class Synchronizer {
 
   // ---- executors ----
   void execute(Executor& e) {
-    while (auto d = dispatch_.pop()) {
+    std::uint64_t sequence = 0;
+    while (auto d = dispatch_.pop(&sequence)) {
       UnitState& s = state_[d->unit];
       {
         std::unique_lock lock(mutex_);
@@ -303,11 +304,11 @@ class Synchronizer {
         throw PeerError("gradsync: " + t_.describe() + " is at iteration " + std::to_string(s.ready_iteration.load()) +
                         " for unit " + std::to_string(d->unit) + " but rank 0 scheduled iteration " +
                         std::to_string(d->iteration) + ": ranks must call finish_iteration() in step");
-      run_unit(e, d->unit, d->iteration);
+      run_unit(e, d->unit, d->iteration, sequence);
     }
   }
 
-  void run_unit(Executor& e, std::uint32_t u, std::int64_t iter) {
+  void run_unit(Executor& e, std::uint32_t u, std::int64_t iter, std::uint64_t sequence) {
     const Unit& unit = units_[u];
     UnitState& s = state_[u];
     const auto started = clock::now();
@@ -323,7 +324,7 @@ class Synchronizer {
       codec_.decode(std::span<const std::byte>(e.ws.send).first(bytes), data);
       ctx.residual = {};
     }
-    collective::Job job{data, u, ctx, opt_.average};
+    collective::Job job{data, u, ctx, opt_.average, sequence};
     const std::size_t sent = collective_.run(t_, codec_, job, e.ws);
     if (unit.fused()) {
       std::size_t off = 0;

@@ -2,72 +2,14 @@
 // sum), identically on every rank and bit-identically from run to run.
 #include <catch2/catch.hpp>
 
-#include <cstring>
-
-#include "support/ranks.hpp"
+#include "support/reference.hpp"
 
 using namespace gradsync;
 
-namespace {
-constexpr int kIterations = 3;
-using Aggregates = std::vector<std::vector<std::vector<float>>>;  // [iteration][layer][element]
-
-Aggregates train(int rank, transport::Transport& t, const PolicyNames& names, bool average) {
-  const ModelLayout layout = testing::uneven_layout();
-  AnySynchronizer sync(t, layout, names, Options{.average = average});
-  std::vector<std::vector<float>> grads(layout.num_layers());
-  Aggregates out;
-  for (int it = 0; it < kIterations; ++it) {
-    if (it > 0) {
-      out.emplace_back();
-      for (std::size_t l = 0; l < grads.size(); ++l) {
-        sync.wait_for(l);
-        out.back().push_back(grads[l]);
-      }
-    }
-    for (std::size_t l = grads.size(); l-- > 0;) {  // backward order
-      grads[l].resize(layout.layer(l).elements);
-      for (std::size_t i = 0; i < grads[l].size(); ++i) grads[l][i] = testing::grad_value(rank, l, it, i);
-      sync.gradient_ready(l, grads[l]);
-    }
-    sync.finish_iteration();
-  }
-  sync.wait_all();
-  out.push_back(grads);
-  return out;
-}
-
-void require_reference(const Aggregates& got, int ranks, bool average) {
-  const ModelLayout layout = testing::uneven_layout();
-  REQUIRE(got.size() == static_cast<std::size_t>(kIterations));
-  for (int it = 0; it < kIterations; ++it)
-    for (std::size_t l = 0; l < layout.num_layers(); ++l)
-      for (std::size_t i = 0; i < layout.layer(l).elements; ++i) {
-        double sum = 0, magnitude = 0;
-        for (int r = 0; r < ranks; ++r) {
-          sum += testing::grad_value(r, l, it, i);
-          magnitude += std::abs(testing::grad_value(r, l, it, i));
-        }
-        const double expect = average ? sum / ranks : sum;
-        const double scale = (average ? magnitude / ranks : magnitude) + 1e-30;
-        if (std::abs(got[it][l][i] - expect) > 1e-6 * scale) {
-          FAIL_CHECK("iteration " << it << " layer " << l << " element " << i << ": got " << got[it][l][i]
-                                  << ", reference " << expect);
-          return;
-        }
-      }
-}
-
-bool bit_identical(const Aggregates& a, const Aggregates& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t it = 0; it < a.size(); ++it)
-    for (std::size_t l = 0; l < a[it].size(); ++l)
-      if (a[it][l].size() != b[it][l].size() ||
-          std::memcmp(a[it][l].data(), b[it][l].data(), a[it][l].size() * sizeof(float)) != 0)
-        return false;
-  return true;
-}
-}  // namespace
+using testing::Aggregates;
+using testing::bit_identical;
+using testing::require_reference;
+using testing::train;
 
 TEST_CASE("every slicing x priority x collective gives the reference mean on 1-7 ranks") {
   const int ranks = GENERATE(1, 2, 3, 4, 7);

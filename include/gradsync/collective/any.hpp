@@ -1,27 +1,83 @@
 #pragma once
-/// AnyCollective: "ring" or "ps", chosen at run time.
+/// AnyCollective: a collective chosen at run time from a string.
+///
+///   "ring"                 Ring
+///   "ps"                   ParameterServer
+///   "reduce-broadcast"     ReduceBroadcast
+///   "hierarchical[:k]"     Hierarchical with groups of k ranks (default: automatic)
+///   "hybrid[:bytes[:k]]"   Hybrid: hierarchical below `bytes` (e.g. 256KiB), ring above
+///   "mpi"                  MpiNative (only when built with MPI: GRADSYNC_WITH_MPI, target gradsync::mpi)
+///
+/// A runtime codec (codec::AnyCodec) is resolved to its concrete type before the collective runs,
+/// so collectives keep their per-codec fast paths (raw fp32) when chosen from strings.
+#include <charconv>
 #include <variant>
 
+#include "../codec/any.hpp"
 #include "../detail/parse.hpp"
+#include "hierarchical.hpp"
+#include "hybrid.hpp"
 #include "parameter_server.hpp"
+#include "reduce_broadcast.hpp"
 #include "ring.hpp"
+#if defined(GRADSYNC_WITH_MPI)
+#include "mpi_native.hpp"
+#endif
 
 namespace gradsync::collective {
 
 struct AnyCollective {
-  std::variant<Ring, ParameterServer> policy;
+  std::variant<Ring, ParameterServer, ReduceBroadcast, Hierarchical, Hybrid
+#if defined(GRADSYNC_WITH_MPI)
+               ,
+               MpiNative
+#endif
+               >
+      policy;
+
+  static constexpr std::string_view valid =
+      "ring, ps, reduce-broadcast, hierarchical[:k], hybrid[:bytes[:k]], mpi (k: ranks per group, bytes: e.g. 256KiB)";
 
   static AnyCollective parse(std::string_view text) {
-    if (text == "ring") return {Ring{}};
-    if (text == "ps") return {ParameterServer{}};
-    gradsync::detail::bad_policy("collective", text, "ring, ps");
+    const auto [name, arg, has_arg] = gradsync::detail::split_policy(text);
+    auto group = [&](std::string_view s) {
+      int k = 0;
+      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), k);
+      if (ec != std::errc{} || end != s.data() + s.size() || k < 1) gradsync::detail::bad_policy("collective", text, valid);
+      return k;
+    };
+    if (!has_arg && text == "ring") return {Ring{}};
+    if (!has_arg && text == "ps") return {ParameterServer{}};
+    if (!has_arg && text == "reduce-broadcast") return {ReduceBroadcast{}};
+    if (name == "hierarchical") return {Hierarchical{.group = has_arg ? group(arg) : 0}};
+    if (name == "hybrid") {
+      Hybrid h;
+      if (has_arg) {
+        const auto [bytes, k, has_k] = gradsync::detail::split_policy(arg);
+        h.threshold_bytes = gradsync::detail::parse_size(bytes, "collective", text, valid);
+        if (has_k) h.small.group = group(k);
+      }
+      return {h};
+    }
+    if (!has_arg && text == "mpi") {
+#if defined(GRADSYNC_WITH_MPI)
+      return {MpiNative{}};
+#else
+      throw ConfigError("gradsync: collective 'mpi' needs gradsync built with MPI: link the gradsync::mpi target "
+                        "(or define GRADSYNC_WITH_MPI and link MPI); otherwise use 'ring'");
+#endif
+    }
+    gradsync::detail::bad_policy("collective", text, valid);
   }
   std::string_view name() const {
     return std::visit([](const auto& p) { return p.name(); }, policy);
   }
   template <codec::Codec C>
   std::size_t run(transport::Transport& t, const C& c, Job& job, Workspace& ws) const {
-    return std::visit([&](const auto& p) { return p.run(t, c, job, ws); }, policy);
+    if constexpr (std::same_as<C, codec::AnyCodec>)  // a runtime codec: dispatch on its concrete type too
+      return c.visit([&](const auto& concrete) { return run(t, concrete, job, ws); });
+    else
+      return std::visit([&](const auto& p) { return p.run(t, c, job, ws); }, policy);
   }
 };
 GRADSYNC_CHECK_COLLECTIVE(AnyCollective);

@@ -4,6 +4,7 @@
 /// job.average) of all ranks' data, bit-identical across ranks.
 #include <concepts>
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -20,6 +21,10 @@ struct Job {
   transport::Tag tag = 0;           ///< message tag of this unit (its index)
   codec::EncodeContext ctx{};       ///< seed / iteration / unit for stochastic codecs
   bool average = true;              ///< mean instead of sum
+  /// Position of this unit in the schedule, the same on every rank (the Synchronizer sets it).
+  /// Collectives over MPI's own all-reduce issue units in this order, since MPI collectives have
+  /// no tags; empty: the caller runs one unit at a time, in the same order on every rank.
+  std::optional<std::uint64_t> sequence{};
 };
 
 /// Scratch buffers, each at least codec.encoded_bytes(unit elements) long. One per executor, so

@@ -32,14 +32,17 @@ class DispatchQueue {
     }
     cv_.notify_one();
   }
-  /// The next decision, or nothing once closed.
-  std::optional<Decision> pop() {
+  /// The next decision, or nothing once closed. `sequence`, if given, receives how many decisions
+  /// were popped before this one: the same on every rank, as every rank pops rank 0's order.
+  std::optional<Decision> pop(std::uint64_t* sequence = nullptr) {
     std::unique_lock lock(mutex_);
     cv_.wait(lock, [&] { return count_ > 0 || closed_; });
     if (count_ == 0) return std::nullopt;
     const Decision d = ring_[head_];
     head_ = (head_ + 1) % ring_.size();
     --count_;
+    if (sequence) *sequence = popped_;
+    ++popped_;
     return d;
   }
   void close() {
@@ -55,6 +58,7 @@ class DispatchQueue {
   std::condition_variable cv_;
   std::vector<Decision> ring_;
   std::size_t head_ = 0, count_ = 0;
+  std::uint64_t popped_ = 0;
   bool closed_ = false;
 };
 

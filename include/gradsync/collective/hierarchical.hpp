@@ -1,0 +1,101 @@
+#pragma once
+/// Hierarchical (ImageNet in 4 minutes, section 4.3): ranks form groups of k consecutive ranks
+/// (the last group may be smaller when k does not divide N). Three phases: every member sends its
+/// unit to the group's leader (its first rank), which adds them up; the leaders run a Ring among
+/// themselves; each leader sends the result back to its members. 2(k-1) messages inside a group
+/// and 2(N/k-1) ring steps, instead of 2(N-1) ring steps: fewer latencies for small units, more
+/// bytes through the leaders for large ones (see Hybrid).
+///
+/// \code
+///   gradsync::collective::Hierarchical h{.group = 4};   // or AnyCollective::parse("hierarchical:4")
+///   gradsync::Synchronizer<..., gradsync::collective::Hierarchical> sync{transport, layout, {}, {}, {}, {}, h};
+/// \endcode
+#include <algorithm>
+#include <cmath>
+
+#include "concept.hpp"
+#include "ring.hpp"
+#include "wire.hpp"
+
+namespace gradsync::collective {
+
+namespace detail {
+/// The group leaders (ranks 0, k, 2k, ...) of `parent`, seen as a transport of their own, so the
+/// leaders' phase reuses Ring unchanged. Pure arithmetic: no allocation per unit.
+class Leaders final : public transport::Transport {
+ public:
+  Leaders(transport::Transport& parent, int group)
+      : parent_(parent), k_(group), n_((parent.size() + group - 1) / group) {}
+  int rank() const override { return parent_.rank() / k_; }
+  int size() const override { return n_; }
+  std::string describe() const override { return parent_.describe() + " (leader " + std::to_string(rank()) + ")"; }
+  std::chrono::milliseconds timeout() const override { return parent_.timeout(); }
+  void send(int dst, transport::Tag tag, std::span<const std::byte> data) override { parent_.send(real(dst), tag, data); }
+  std::optional<std::size_t> recv_for(int src, transport::Tag tag, std::span<std::byte> out,
+                                      std::chrono::milliseconds wait) override {
+    return parent_.recv_for(real(src), tag, out, wait);
+  }
+  std::size_t sendrecv(int dst, std::span<const std::byte> data, int src, std::span<std::byte> out,
+                       transport::Tag tag) override {
+    return parent_.sendrecv(real(dst), data, real(src), out, tag);
+  }
+
+ private:
+  int real(int leader) const {
+    check_peer(leader);
+    return leader * k_;
+  }
+  transport::Transport& parent_;
+  int k_, n_;
+};
+}  // namespace detail
+
+struct Hierarchical {
+  /// Ranks per group; 0 picks round(sqrt(N/2)) (at least 2), which minimises the step count
+  /// 4(k-1) + 2(N/k-1) of the paper's model. 1 is a plain ring; k >= N is reduce to rank 0 and
+  /// broadcast.
+  int group = 0;
+
+  std::string_view name() const { return "hierarchical"; }
+
+  /// The group size used on `ranks` ranks.
+  int group_size(int ranks) const {
+    if (group < 0) throw UsageError("gradsync: Hierarchical::group must be >= 0 (0 = automatic)");
+    const int k = group > 0 ? group : std::max(2, static_cast<int>(std::lround(std::sqrt(ranks / 2.0))));
+    return std::clamp(k, 1, std::max(ranks, 1));
+  }
+
+  template <codec::Codec C>
+  std::size_t run(transport::Transport& t, const C& codec, Job& job, Workspace& ws) const {
+    const int n = t.size(), r = t.rank(), k = group_size(n);
+    if (k == 1) return Ring{}.run(t, codec, job, ws);
+    const int leader = r / k * k, end = std::min(leader + k, n);
+    detail::Wire<C> w{t, codec, ws, job.tag};
+    codec::EncodeContext ctx = job.ctx;
+    ctx.residual = {};
+    constexpr int phase = 0x8000;  // RNG streams apart from the leaders' ring steps
+
+    if (r != leader) {
+      ctx.stream = detail::stream(r, phase);
+      const auto out = w.encode(job.data, ctx);
+      t.send(leader, job.tag, out);
+      w.recv_decode(leader, job.data);
+      return out.size();
+    }
+    for (int m = leader + 1; m < end; ++m) w.recv_add(m, job.data);
+    std::size_t sent = 0;
+    if (n > k) {  // more than one group: ring of the group sums among the leaders
+      detail::Leaders leaders(t, k);
+      Job sum{job.data, job.tag, job.ctx, false, job.sequence};
+      sent += Ring{}.run(leaders, codec, sum, ws);
+    }
+    detail::finish_mean(job.data, job.average, n);
+    ctx.stream = detail::stream(r, phase + 1);
+    const auto out = w.encode_final(job.data, ctx);
+    for (int m = leader + 1; m < end; ++m) t.send(m, job.tag, out);
+    return sent + out.size() * static_cast<std::size_t>(end - leader - 1);
+  }
+};
+GRADSYNC_CHECK_COLLECTIVE(Hierarchical);
+
+}  // namespace gradsync::collective

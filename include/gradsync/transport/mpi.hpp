@@ -1,0 +1,309 @@
+#pragma once
+/// Mpi: the distributed transport, over an MPI communicator (Open MPI from Debian).
+///
+/// \code
+///   int main(int argc, char** argv) {
+///     gradsync::transport::MpiSession mpi(argc, argv);          // MPI_Init_thread(MULTIPLE)
+///     return mpi.run([&] {                                      // errors: message + non-zero exit
+///       gradsync::transport::Mpi transport(MPI_COMM_WORLD, std::chrono::seconds(30));
+///       gradsync::AnySynchronizer sync(transport, layout, {.collective = "ring"});
+///       ...
+///     });
+///   }
+/// \endcode
+///
+/// Needs MPI_THREAD_MULTIPLE: gradsync's communication thread and executors call MPI at once.
+/// Constructing an Mpi is collective (it duplicates the communicator): every rank constructs its
+/// transports in the same order.
+/// Point-to-point traffic goes on a private duplicate of the communicator (the user's own MPI
+/// traffic cannot match it), tagged with the unit index. Every wait is MPI_Test polling against a
+/// deadline, so a dead or silent peer becomes a PeerError after `timeout` instead of a hang;
+/// receives that time out are cancelled. `send` copies into a pooled buffer and returns (buffered
+/// semantics, no allocation once the pool is warm); `sendrecv` sends straight from the caller's
+/// span with MPI_Isend/MPI_Irecv posted together, so ring steps copy nothing and cannot deadlock
+/// whatever the message size.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "mpi_session.hpp"
+#include "transport.hpp"
+
+namespace gradsync::transport {
+
+namespace detail {
+/// Waiting without stealing the CPU other ranks need (4 ranks may share 2 cores): spin briefly,
+/// then yield, then sleep with growing pauses up to 1 ms. MPI only progresses inside our MPI_Test
+/// calls, so the pauses stay short while a transfer is likely under way.
+class Backoff {
+ public:
+  void pause() {
+    ++rounds_;
+    if (rounds_ <= 16) return;
+    if (rounds_ <= 256) {
+      std::this_thread::yield();
+      return;
+    }
+    std::this_thread::sleep_for(sleep_);
+    sleep_ = std::min(sleep_ * 2, std::chrono::microseconds(1000));
+  }
+
+ private:
+  unsigned rounds_ = 0;
+  std::chrono::microseconds sleep_{10};
+};
+}  // namespace detail
+
+class Mpi final : public Transport {
+ public:
+  /// \param comm     the ranks of the job (duplicated: gradsync's traffic stays apart)
+  /// \param timeout  how long any wait for a peer may last before PeerError
+  explicit Mpi(MPI_Comm comm = MPI_COMM_WORLD, std::chrono::milliseconds timeout = std::chrono::seconds(30))
+      : timeout_(timeout) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized)
+      throw UsageError("gradsync: transport::Mpi needs MPI initialized: create a transport::MpiSession first "
+                       "(or call MPI_Init_thread with MPI_THREAD_MULTIPLE)");
+    int level = 0;
+    MPI_Query_thread(&level);
+    if (level < MPI_THREAD_MULTIPLE)
+      throw UsageError("gradsync: transport::Mpi needs MPI_THREAD_MULTIPLE but MPI was initialized with level " +
+                       std::to_string(level) + ": initialize with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...) "
+                       "or use transport::MpiSession");
+    check(MPI_Comm_dup(comm, &p2p_), "MPI_Comm_dup");
+    check(MPI_Comm_dup(comm, &coll_), "MPI_Comm_dup");
+    MPI_Comm_set_errhandler(p2p_, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(coll_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(p2p_, &rank_);
+    MPI_Comm_size(p2p_, &size_);
+    void* ub = nullptr;
+    int found = 0;
+    MPI_Comm_get_attr(p2p_, MPI_TAG_UB, &ub, &found);
+    tag_ub_ = found ? static_cast<Tag>(*static_cast<int*>(ub)) : 32767u;
+    if (tag_ub_ < schedule_tag)
+      throw UsageError("gradsync: this MPI allows tags up to " + std::to_string(tag_ub_) + " but gradsync needs " +
+                       std::to_string(schedule_tag) + "; use an MPI with 31-bit tags (Open MPI, MPICH)");
+  }
+  Mpi(const Mpi&) = delete;
+  Mpi& operator=(const Mpi&) = delete;
+  ~Mpi() override {
+    // Let buffered sends drain (peers may still be receiving) for a moment: a peer that takes
+    // longer is gone or failing, and MPI delivers freed requests on its own anyway.
+    const auto deadline = std::chrono::steady_clock::now() + std::min(timeout_, std::chrono::milliseconds(1000));
+    detail::Backoff backoff;
+    while (!reap_sends() && std::chrono::steady_clock::now() < deadline) backoff.pause();
+    std::lock_guard lock(mutex_);
+    if (!in_flight_.empty()) {
+      // Not taken yet: MPI may still read the buffers, so they (and the communicators) stay
+      // until the process exits.
+      for (auto& s : in_flight_) MPI_Request_free(&s.request);
+      static std::vector<std::vector<std::byte>> abandoned;
+      for (auto& s : in_flight_) abandoned.push_back(std::move(s.bytes));
+      in_flight_.clear();
+      return;  // the communicators may still be in use by those requests
+    }
+    MPI_Comm_free(&p2p_);
+    MPI_Comm_free(&coll_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+  std::string describe() const override {
+    return "MPI rank " + std::to_string(rank_) + " of " + std::to_string(size_);
+  }
+  /// The communicator for MPI's own collectives (collective::MpiNative); apart from point-to-point.
+  MPI_Comm collective_comm() const { return coll_; }
+
+  void send(int dst, Tag tag, std::span<const std::byte> data) override {
+    check_peer(dst);
+    check_tag(tag);
+    reap_sends();
+    std::vector<std::byte> bytes = take_buffer();
+    bytes.assign(data.begin(), data.end());
+    MPI_Request req;
+    check(MPI_Isend(bytes.data(), count(bytes.size()), MPI_BYTE, dst, static_cast<int>(tag), p2p_, &req), "MPI_Isend");
+    std::lock_guard lock(mutex_);
+    in_flight_.push_back({req, std::move(bytes)});
+  }
+
+  std::optional<std::size_t> recv_for(int src, Tag tag, std::span<std::byte> out,
+                                      std::chrono::milliseconds wait) override {
+    check_peer(src);
+    check_tag(tag);
+    MPI_Request req;
+    check(MPI_Irecv(out.data(), count(out.size()), MPI_BYTE, src, static_cast<int>(tag), p2p_, &req), "MPI_Irecv");
+    MPI_Status st;
+    if (!wait_until(req, st, std::chrono::steady_clock::now() + wait)) {
+      MPI_Cancel(&req);
+      st.MPI_ERROR = MPI_Wait(&req, &st);
+      int cancelled = 0;
+      MPI_Test_cancelled(&st, &cancelled);
+      if (cancelled) return std::nullopt;  // else it arrived while we cancelled: use it
+    }
+    return received(st, src, out.size());
+  }
+
+  /// Posts the receive and the send together and waits for both: no copy, no deadlock on large
+  /// messages (a blocking send of a large message would wait for the peer's matching receive).
+  std::size_t sendrecv(int dst, std::span<const std::byte> data, int src, std::span<std::byte> out,
+                       Tag tag) override {
+    check_peer(dst);
+    check_peer(src);
+    check_tag(tag);
+    MPI_Request req[2];
+    check(MPI_Irecv(out.data(), count(out.size()), MPI_BYTE, src, static_cast<int>(tag), p2p_, &req[0]), "MPI_Irecv");
+    check(MPI_Isend(data.data(), count(data.size()), MPI_BYTE, dst, static_cast<int>(tag), p2p_, &req[1]), "MPI_Isend");
+    MPI_Status st[2];
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    detail::Backoff backoff;
+    for (;;) {
+      int done = 0;
+      const int rc = MPI_Testall(2, req, &done, st);
+      if (rc == MPI_ERR_IN_STATUS) {
+        for (int i = 0; i < 2; ++i)
+          if (st[i].MPI_ERROR != MPI_SUCCESS && st[i].MPI_ERROR != MPI_ERR_PENDING)
+            fail_request(st[i], i == 0 ? src : dst, out.size(), req);
+      } else {
+        check(rc, "MPI_Testall");
+      }
+      if (done) {
+        if (rc == MPI_SUCCESS) st[0].MPI_ERROR = MPI_SUCCESS;  // set only with MPI_ERR_IN_STATUS
+        break;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        int recv_done = 0, send_done = 0;
+        MPI_Test(&req[0], &recv_done, &st[0]);
+        MPI_Test(&req[1], &send_done, &st[1]);
+        abandon(req[0]);
+        abandon(req[1]);
+        throw PeerError("gradsync: " + describe() + " waited " + std::to_string(timeout_.count()) + " ms for rank " +
+                        std::to_string(recv_done ? dst : src) + " (tag " + std::to_string(tag) +
+                        "): that rank died, stopped calling gradient_ready, or is too slow; "
+                        "raise the transport timeout if it is only slow");
+      }
+      backoff.pause();
+    }
+    return received(st[0], src, out.size());
+  }
+
+  /// Waits for `req` (any MPI request on this transport's communicators) until the timeout; a
+  /// PeerError naming `what` and `tag` if it does not complete. For collectives built on MPI's own.
+  void wait(MPI_Request& req, const char* what, Tag tag) {
+    MPI_Status st;
+    if (wait_until(req, st, std::chrono::steady_clock::now() + timeout_)) {
+      check(st.MPI_ERROR, what);
+      return;
+    }
+    abandon(req);
+    throw PeerError("gradsync: " + describe() + ": " + what + " of unit " + std::to_string(tag) +
+                    " did not complete within " + std::to_string(timeout_.count()) +
+                    " ms: a rank died or stopped calling gradient_ready");
+  }
+
+ private:
+  struct InFlight {
+    MPI_Request request;
+    std::vector<std::byte> bytes;
+  };
+
+  static int count(std::size_t n) {
+    if (n > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+      throw UsageError("gradsync: MPI messages are limited to 2 GiB; use smaller slices");
+    return static_cast<int>(n);
+  }
+  void check_tag(Tag tag) const {
+    if (tag > tag_ub_)
+      throw UsageError("gradsync: tag " + std::to_string(tag) + " exceeds MPI_TAG_UB " + std::to_string(tag_ub_));
+  }
+  void check(int rc, const char* call) const {
+    if (rc != MPI_SUCCESS) throw PeerError("gradsync: " + describe() + ": " + call + " failed: " + detail::mpi_error(rc));
+  }
+
+  /// Polls `req` until done or `deadline`; true when done (then `st` is its status).
+  bool wait_until(MPI_Request& req, MPI_Status& st, std::chrono::steady_clock::time_point deadline) {
+    detail::Backoff backoff;
+    for (;;) {
+      int done = 0;
+      const int rc = MPI_Test(&req, &done, &st);
+      if (rc != MPI_SUCCESS) {
+        st.MPI_ERROR = rc;
+        return true;  // completed with an error; received() reports it
+      }
+      if (done) {
+        st.MPI_ERROR = MPI_SUCCESS;  // single-request calls leave the field undefined
+        return true;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      backoff.pause();
+    }
+  }
+
+  std::size_t received(MPI_Status& st, int src, std::size_t capacity) {
+    if (st.MPI_ERROR != MPI_SUCCESS && st.MPI_ERROR != MPI_ERR_PENDING) fail_request(st, src, capacity, nullptr);
+    int n = 0;
+    MPI_Get_count(&st, MPI_BYTE, &n);
+    return static_cast<std::size_t>(n);
+  }
+  [[noreturn]] void fail_request(const MPI_Status& st, int peer, std::size_t capacity, MPI_Request* pending) {
+    if (pending) {
+      abandon(pending[0]);
+      abandon(pending[1]);
+    }
+    int cls = 0;
+    MPI_Error_class(st.MPI_ERROR, &cls);
+    if (cls == MPI_ERR_TRUNCATE)
+      throw WireError("gradsync: " + describe() + " received a message from rank " + std::to_string(peer) +
+                      " longer than the expected " + std::to_string(capacity) +
+                      " bytes (ranks disagree on layout, slicing or codec)");
+    throw PeerError("gradsync: " + describe() + ": communication with rank " + std::to_string(peer) +
+                    " failed: " + detail::mpi_error(st.MPI_ERROR));
+  }
+  /// Gives up on a request after a failure: cancel if possible, never wait.
+  static void abandon(MPI_Request& req) {
+    if (req == MPI_REQUEST_NULL) return;
+    MPI_Cancel(&req);
+    MPI_Request_free(&req);
+  }
+
+  /// Recycles the buffers of completed sends; true when none is left in flight.
+  bool reap_sends() {
+    std::lock_guard lock(mutex_);
+    for (std::size_t i = 0; i < in_flight_.size();) {
+      int done = 0;
+      MPI_Test(&in_flight_[i].request, &done, MPI_STATUS_IGNORE);
+      if (!done) {
+        ++i;
+        continue;
+      }
+      pool_.push_back(std::move(in_flight_[i].bytes));
+      in_flight_[i] = std::move(in_flight_.back());
+      in_flight_.pop_back();
+    }
+    return in_flight_.empty();
+  }
+  std::vector<std::byte> take_buffer() {
+    std::lock_guard lock(mutex_);
+    if (pool_.empty()) return {};
+    std::vector<std::byte> b = std::move(pool_.back());
+    pool_.pop_back();
+    return b;
+  }
+
+  MPI_Comm p2p_ = MPI_COMM_NULL, coll_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  Tag tag_ub_ = 0;
+  std::chrono::milliseconds timeout_;
+  std::mutex mutex_;  // guards in_flight_ and pool_
+  std::vector<InFlight> in_flight_;
+  std::vector<std::vector<std::byte>> pool_;
+};
+
+}  // namespace gradsync::transport

@@ -1,0 +1,119 @@
+#pragma once
+/// MpiSession: RAII for MPI itself — MPI_Init_thread with MPI_THREAD_MULTIPLE (which gradsync's
+/// threads need), MPI_Finalize at the end, and a `run` that turns an exception into a message on
+/// stderr and a non-zero exit instead of a hang when a peer is gone.
+///
+/// \code
+///   int main(int argc, char** argv) {
+///     gradsync::transport::MpiSession mpi(argc, argv);
+///     return mpi.run([&] { /* build a transport::Mpi, train */ });
+///   }
+/// \endcode
+#include <mpi.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "../core/error.hpp"
+
+namespace gradsync::transport {
+
+namespace detail {
+inline std::string mpi_error(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  return std::string(text, static_cast<std::size_t>(len));
+}
+
+}  // namespace detail
+
+/// RAII for MPI itself: MPI_Init_thread with MPI_THREAD_MULTIPLE, MPI_Finalize at the end.
+class MpiSession {
+ public:
+  MpiSession(int& argc, char**& argv) { init(&argc, &argv); }
+  MpiSession() { init(nullptr, nullptr); }
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+  ~MpiSession() { finalize(); }
+
+  /// Runs `body`; on an exception prints "gradsync rank R of N: <what>" to stderr and returns 1.
+  /// MPI_Finalize then gets `grace` to complete (it waits for every rank); if a peer is dead or
+  /// hung, the process exits with code 1 instead of hanging, and mpirun stops the whole job.
+  template <class F>
+  int run(F&& body, std::chrono::milliseconds grace = std::chrono::seconds(5)) {
+    try {
+      body();
+      return 0;
+    } catch (const std::exception& e) {
+      report(e.what());
+    } catch (...) {
+      report("unknown exception");
+    }
+    finalize_within(grace, 1);
+    return 1;
+  }
+
+  /// Finalizes MPI, or exits the process with `code` if that takes longer than `grace`.
+  void finalize_within(std::chrono::milliseconds grace, int code) {
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
+    std::thread watchdog([&] {
+      std::unique_lock lock(m);
+      if (!cv.wait_for(lock, grace, [&] { return done; })) {
+        std::fprintf(stderr, "gradsync: MPI_Finalize did not complete within %lld ms (a peer is gone); exiting\n",
+                     static_cast<long long>(grace.count()));
+        std::fflush(stderr);
+        std::_Exit(code);
+      }
+    });
+    finalize();
+    {
+      std::lock_guard lock(m);
+      done = true;
+    }
+    cv.notify_all();
+    watchdog.join();
+  }
+
+ private:
+  void init(int* argc, char*** argv) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized) throw UsageError("gradsync: MpiSession: MPI is already initialized; create one MpiSession only");
+    int provided = 0;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+      throw PeerError("gradsync: MPI_Init_thread failed; start the program with mpirun/mpiexec");
+    owner_ = true;
+    if (provided < MPI_THREAD_MULTIPLE) {
+      finalize();
+      throw UsageError("gradsync: this MPI library does not grant MPI_THREAD_MULTIPLE (got level " +
+                       std::to_string(provided) +
+                       "); gradsync's threads call MPI concurrently: use an MPI built with thread support "
+                       "(Debian's Open MPI is)");
+    }
+  }
+  void finalize() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owner_ && !finalized) MPI_Finalize();
+    owner_ = false;
+  }
+  static void report(const char* what) {
+    int rank = -1, size = -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    std::fprintf(stderr, "gradsync rank %d of %d: %s\n", rank, size, what);
+    std::fflush(stderr);
+  }
+  bool owner_ = false;
+};
+
+}  // namespace gradsync::transport

@@ -1,0 +1,170 @@
+#pragma once
+/// Throttled<T>: a transport decorator that emulates slow links (1-30 Gbit/s), the way the P3
+/// paper shaped its cluster with `tc`: every directed link (this rank -> peer) is a token bucket
+/// of `gbit` Gbit/s with a `burst` allowance, and every message arrives `latency` after it left.
+///
+/// \code
+///   gradsync::transport::InProcessGroup group(4);
+///   gradsync::transport::Throttled<> slow(group.rank(r), gradsync::transport::Link::parse("1gbit"));
+///   gradsync::AnySynchronizer sync(slow, layout);       // or Throttled<Mpi> over an Mpi transport
+/// \endcode
+///
+/// A send books the link like a NIC queue: the message leaves when the messages before it on that
+/// link have left (serialization delay = bytes / rate) and arrives `latency` later. The send itself
+/// returns at once (buffered, as every Transport send); the message carries its 8-byte arrival
+/// time (steady clock, shared by all processes of one machine) and the receiver holds it until
+/// then — one sleep per message, on the side that needs the data. Links are full duplex. By
+/// default each peer has its own link (a rank sending to several peers uses each at the full
+/// rate); with `shared_nic` all of a rank's outgoing traffic shares one bucket, like tc on a
+/// NIC. Every rank of a job must wrap its transport the same way.
+///
+/// \tparam T  the wrapped transport (any Transport; the default erases its type)
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "../detail/parse.hpp"
+#include "transport.hpp"
+
+namespace gradsync::transport {
+
+/// An emulated link.
+struct Link {
+  double gbit = 10.0;                                ///< bandwidth in Gbit/s (10^9 bit/s)
+  std::chrono::microseconds latency{0};              ///< one-way delay added to every message
+  std::size_t burst = 64u << 10;                     ///< bytes that may leave at once (tbf burst)
+  /// One bucket for all of this rank's outgoing traffic (a NIC shaped with tc, as in P3) instead
+  /// of one per peer (a full-bisection fabric where each pair of ranks has its own link).
+  bool shared_nic = false;
+
+  /// "1gbit", "10gbit", "500mbit", "2.5gbit", optionally "+<latency>" in us or ms ("1gbit+50us"),
+  /// optionally "/nic" for one shared bucket per rank ("10gbit+20us/nic").
+  static Link parse(std::string_view whole) {
+    const std::string_view valid =
+        "<rate>gbit or <rate>mbit, optionally +<n>us or +<n>ms, optionally /nic (e.g. 1gbit, 500mbit+100us/nic)";
+    auto bad = [&]() -> Link { gradsync::detail::bad_policy("link", whole, valid); };
+    Link link;
+    std::string_view text = whole;
+    if (text.ends_with("/nic")) {
+      link.shared_nic = true;
+      text.remove_suffix(4);
+    }
+    std::string_view rate = text, lat;
+    const auto plus = text.find('+');
+    if (plus != std::string_view::npos) {
+      rate = text.substr(0, plus);
+      lat = text.substr(plus + 1);
+    }
+    double scale = 0;
+    if (rate.ends_with("gbit")) scale = 1.0;
+    else if (rate.ends_with("mbit")) scale = 1e-3;
+    else return bad();
+    rate.remove_suffix(4);
+    const std::string number(rate);
+    char* end = nullptr;
+    const double v = number.empty() ? 0.0 : std::strtod(number.c_str(), &end);
+    if (number.empty() || end != number.c_str() + number.size() || !(v > 0) || !std::isfinite(v)) return bad();
+    link.gbit = v * scale;
+    if (plus != std::string_view::npos) {
+      std::size_t mult = 0;
+      if (lat.ends_with("us")) mult = 1;
+      else if (lat.ends_with("ms")) mult = 1000;
+      else return bad();
+      lat.remove_suffix(2);
+      std::size_t n = 0;
+      const auto [p, ec] = std::from_chars(lat.data(), lat.data() + lat.size(), n);
+      if (ec != std::errc{} || p != lat.data() + lat.size()) return bad();
+      link.latency = std::chrono::microseconds(n * mult);
+    }
+    return link;
+  }
+};
+
+template <class T = Transport>
+class Throttled final : public Transport {
+ public:
+  /// \param inner  the transport that moves the bytes (must outlive this object)
+  /// \param link   the emulated link to every peer
+  Throttled(T& inner, Link link) : inner_(inner), link_(link), links_(static_cast<std::size_t>(inner.size())) {
+    if (!(link.gbit > 0)) throw UsageError("gradsync: Throttled: link bandwidth must be positive");
+  }
+
+  T& inner() { return inner_; }
+  const Link& link() const { return link_; }
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  std::chrono::milliseconds timeout() const override { return inner_.timeout(); }
+  std::string describe() const override {
+    return inner_.describe() + " throttled to " + std::to_string(link_.gbit) + " Gbit/s" +
+           (link_.shared_nic ? " per rank" : " per link");
+  }
+
+  void send(int dst, Tag tag, std::span<const std::byte> data) override {
+    check_peer(dst);
+    const auto arrival = transmit(dst, data.size());
+    const std::span<std::byte> frame = scratch(stamp_bytes + data.size());
+    const std::int64_t at = arrival.time_since_epoch().count();
+    std::memcpy(frame.data(), &at, stamp_bytes);
+    std::memcpy(frame.data() + stamp_bytes, data.data(), data.size());
+    inner_.send(dst, tag, frame);
+  }
+
+  std::optional<std::size_t> recv_for(int src, Tag tag, std::span<std::byte> out,
+                                      std::chrono::milliseconds wait) override {
+    const std::span<std::byte> frame = scratch(stamp_bytes + out.size());
+    const auto got = inner_.recv_for(src, tag, frame, wait);
+    if (!got) return std::nullopt;
+    if (*got < stamp_bytes)
+      throw WireError("gradsync: " + describe() + ": message from rank " + std::to_string(src) +
+                      " lacks the arrival stamp: wrap every rank's transport in Throttled, or none");
+    std::int64_t at = 0;
+    std::memcpy(&at, frame.data(), stamp_bytes);
+    std::this_thread::sleep_until(clock::time_point(clock::duration(at)));
+    const std::size_t n = *got - stamp_bytes;
+    std::memcpy(out.data(), frame.data() + stamp_bytes, n);
+    return n;
+  }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  static constexpr std::size_t stamp_bytes = sizeof(std::int64_t);
+
+  struct Bucket {
+    std::mutex mutex;
+    clock::time_point free_at{};  // when the link has carried everything already sent
+  };
+
+  /// Books the link for `bytes`; returns when they will have arrived.
+  clock::time_point transmit(int dst, std::size_t bytes) {
+    const auto wire = std::chrono::duration_cast<clock::duration>(
+        std::chrono::duration<double>(static_cast<double>(bytes) * 8.0 / (link_.gbit * 1e9)));
+    const auto burst = std::chrono::duration_cast<clock::duration>(
+        std::chrono::duration<double>(static_cast<double>(link_.burst) * 8.0 / (link_.gbit * 1e9)));
+    clock::time_point left;
+    {
+      Bucket& b = links_[link_.shared_nic ? 0 : static_cast<std::size_t>(dst)];
+      std::lock_guard lock(b.mutex);
+      const auto now = clock::now();
+      b.free_at = std::max(b.free_at, now - burst) + wire;  // an idle link saves up to `burst`
+      left = std::max(b.free_at, now);  // a message within the saved burst leaves at once
+    }
+    return left + link_.latency;
+  }
+  /// A frame of `bytes` from this thread's buffer, which only grows (never re-zeroed): sends and
+  /// receives do not allocate once warm.
+  static std::span<std::byte> scratch(std::size_t bytes) {
+    thread_local std::vector<std::byte> frame;
+    if (frame.size() < bytes) frame.resize(bytes);
+    return std::span(frame).first(bytes);
+  }
+
+  T& inner_;
+  Link link_;
+  std::vector<Bucket> links_;
+};
+
+}  // namespace gradsync::transport

@@ -1,0 +1,95 @@
+// ReduceBroadcast, Hierarchical and Hybrid (and Ring / ParameterServer on the codec-generic path)
+// on 1-7 in-process ranks: the reference mean, exactly for fp32 and within the codec's bound for a
+// lossy non-summable codec, identical on every rank.
+#include <catch2/catch.hpp>
+
+#include "support/lossy_codec.hpp"
+#include "support/reference.hpp"
+
+using namespace gradsync;
+using testing::Aggregates;
+
+TEST_CASE("every new collective gives the reference mean with fp32 on 1-7 ranks") {
+  const int ranks = GENERATE(1, 2, 3, 4, 5, 6, 7);
+  const std::string collective = GENERATE("reduce-broadcast", "hierarchical", "hierarchical:1", "hierarchical:2",
+                                          "hierarchical:3", "hierarchical:8", "hybrid", "hybrid:4KiB:2");
+  for (const char* slicing : {"whole", "fixed:1000", "fusion:4KiB"}) {
+    const PolicyNames names{slicing, "forward", "fp32", collective};
+    CAPTURE(ranks, collective, slicing);
+    const auto got = testing::run_ranks<Aggregates>(
+        ranks, [&](int r, transport::Transport& t) { return testing::train(r, t, names, true); });
+    testing::require_reference(got[0], ranks, true);
+    for (int r = 1; r < ranks; ++r) REQUIRE(testing::bit_identical(got[0], got[r]));
+  }
+}
+
+TEST_CASE("new collectives give the sum by option") {
+  const int ranks = GENERATE(3, 4);
+  const std::string collective = GENERATE("reduce-broadcast", "hierarchical:2", "hybrid:4KiB:3");
+  const PolicyNames names{"fixed:1000", "forward", "fp32", collective};
+  CAPTURE(ranks, collective);
+  const auto got = testing::run_ranks<Aggregates>(
+      ranks, [&](int r, transport::Transport& t) { return testing::train(r, t, names, false); });
+  testing::require_reference(got[0], ranks, false);
+}
+
+namespace {
+template <class K>
+void lossy_case(K collective, int ranks) {
+  using Sync = Synchronizer<slicing::FixedSlices, priority::ForwardOrder, testing::RoundBf16, K>;
+  const auto got = testing::run_ranks<Aggregates>(ranks, [&](int r, transport::Transport& t) {
+    Sync sync(t, testing::uneven_layout(), {}, slicing::FixedSlices{.max_elements = 1000}, {}, {}, collective);
+    return testing::train_with(sync, r);
+  });
+  // every encode of a partial or final sum adds at most 2^-8 of the summed magnitudes
+  testing::require_reference(got[0], ranks, true, (ranks + 3) * testing::RoundBf16::max_relative_error);
+  for (int r = 1; r < ranks; ++r) REQUIRE(testing::bit_identical(got[0], got[r]));  // lossy, yet identical
+}
+}  // namespace
+
+TEST_CASE("a lossy non-summable codec: within its bound and bit-identical on every rank") {
+  const int ranks = GENERATE(1, 2, 3, 4, 5, 7);
+  CAPTURE(ranks);
+  SECTION("ring") { lossy_case(collective::Ring{}, ranks); }
+  SECTION("ps") { lossy_case(collective::ParameterServer{}, ranks); }
+  SECTION("reduce-broadcast") { lossy_case(collective::ReduceBroadcast{}, ranks); }
+  SECTION("hierarchical:2") { lossy_case(collective::Hierarchical{.group = 2}, ranks); }
+  SECTION("hierarchical:3") { lossy_case(collective::Hierarchical{.group = 3}, ranks); }
+  SECTION("hybrid") { lossy_case(collective::Hybrid{.threshold_bytes = 2000, .small = {.group = 2}}, ranks); }
+}
+
+TEST_CASE("the lossy codec is really lossy (the bound above is not vacuous)") {
+  const auto got = testing::run_ranks<Aggregates>(2, [&](int r, transport::Transport& t) {
+    Synchronizer<slicing::WholeLayer, priority::Fifo, testing::RoundBf16, collective::Ring> sync(t, testing::uneven_layout());
+    return testing::train_with(sync, r);
+  });
+  const auto exact = testing::run_ranks<Aggregates>(
+      2, [&](int r, transport::Transport& t) { return testing::train(r, t, {"whole", "fifo", "fp32", "ring"}, true); });
+  REQUIRE_FALSE(testing::bit_identical(got[0], exact[0]));
+}
+
+TEST_CASE("hierarchical groups: automatic size, clamped to the ranks") {
+  using collective::Hierarchical;
+  REQUIRE(Hierarchical{}.group_size(4) == 2);
+  REQUIRE(Hierarchical{}.group_size(32) == 4);
+  REQUIRE(Hierarchical{}.group_size(1) == 1);
+  REQUIRE(Hierarchical{.group = 8}.group_size(3) == 3);
+  REQUIRE_THROWS_AS(Hierarchical{.group = -1}.group_size(3), UsageError);
+}
+
+TEST_CASE("collective names parse with their knobs, and bad ones are rejected with the valid list") {
+  using collective::AnyCollective;
+  REQUIRE(AnyCollective::parse("reduce-broadcast").name() == "reduce-broadcast");
+  REQUIRE(std::get<collective::Hierarchical>(AnyCollective::parse("hierarchical:4").policy).group == 4);
+  REQUIRE(std::get<collective::Hierarchical>(AnyCollective::parse("hierarchical").policy).group == 0);
+  const auto h = std::get<collective::Hybrid>(AnyCollective::parse("hybrid:1MiB:2").policy);
+  REQUIRE(h.threshold_bytes == (1u << 20));
+  REQUIRE(h.small.group == 2);
+  REQUIRE(std::get<collective::Hybrid>(AnyCollective::parse("hybrid:64KiB").policy).threshold_bytes == 65536);
+  for (const char* bad : {"hierarchical:0", "hierarchical:x", "hierarchical:2x", "hybrid:", "hybrid:abc",
+                          "hybrid:1MiB:0", "reduce-broadcast:2", "ring:3", "rign"})
+    REQUIRE_THROWS_WITH(AnyCollective::parse(bad), Catch::Contains("valid: ring, ps, reduce-broadcast"));
+#if !defined(GRADSYNC_WITH_MPI)
+  REQUIRE_THROWS_WITH(AnyCollective::parse("mpi"), Catch::Contains("needs gradsync built with MPI"));
+#endif
+}
