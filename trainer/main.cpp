@@ -9,6 +9,14 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include <optional>
+
+#include <gradsync/transport/throttled.hpp>
+#if defined(GRADSYNC_WITH_MPI)
+#include <gradsync/transport/mpi.hpp>
+#include <gradsync/transport/mpi_session.hpp>
+#endif
+
 #include "gradsync/trainer/library_sync.hpp"
 #include "gradsync/trainer/trainer.hpp"
 
@@ -93,7 +101,7 @@ int main(int argc, char** argv) {
   }
   TrainConfig c = defaults();
   Policies pol;
-  std::string input, metrics;
+  std::string input, metrics, trace_path, bandwidth;
   bool quiet = false, no_eval = false;
 
   CLI::App app{"gradsync-train: data-parallel training on in-process ranks with the gradsync hooks"};
@@ -133,6 +141,8 @@ int main(int argc, char** argv) {
   app.add_option("--codec", pol.codec, "Synchronizer codec")->capture_default_str();
   app.add_option("--collective", pol.collective, "Synchronizer collective")->capture_default_str();
   app.add_option("--metrics", metrics, "Write metrics JSON here");
+  app.add_option("--trace", trace_path, "Write a Chrome trace (open in Perfetto): per-layer compute, per-unit queue and wire");
+  app.add_option("--bandwidth", bandwidth, "Emulate links of this speed per rank pair: 1gbit, 10gbit+50us, 1gbit/nic ...");
   app.add_option("--checkpoint", c.checkpoint, "Checkpoint file (written each epoch and at the end)");
   app.add_option("--checkpoint-every", c.checkpoint_every, "Also checkpoint every N iterations");
   app.add_option("--resume", c.resume, "Continue from this checkpoint")->check(CLI::ExistingFile);
@@ -140,6 +150,11 @@ int main(int argc, char** argv) {
   app.add_flag("--no-eval", no_eval, "Skip test-set evaluation");
   app.add_flag("--quiet,-q", quiet, "No progress line");
   CLI11_PARSE(app, argc, argv);
+#if defined(GRADSYNC_WITH_MPI)
+  // Under mpirun (or srun/PMI): one replica per process over gradsync's MPI transport.
+  std::optional<gradsync::transport::MpiSession> mpi;
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE")) mpi.emplace(argc, argv);
+#endif
 
   c.progress = !quiet;
   c.evaluate = !no_eval;
@@ -153,16 +168,39 @@ int main(int argc, char** argv) {
     }
     if (c.dataset == "fashion-mnist" && c.model.name == "lstm-lm")
       throw std::invalid_argument("lstm-lm trains on synthetic tokens: use --dataset synthetic");
-    std::fprintf(stderr, "gradsync-train: %s x%.3g on %s, %zu rank(s) x batch %zu, %d thread(s), sync %s",
-                 c.model.name.c_str(), c.model.width, c.dataset.c_str(), c.ranks, c.batch, c.threads,
-                 pol.sync.c_str());
-    if (pol.sync == "library")
-      std::fprintf(stderr, " (%s, %s, %s, %s)", pol.slicing.c_str(), pol.priority.c_str(), pol.codec.c_str(),
-                   pol.collective.c_str());
-    std::fprintf(stderr, "\n");
     // Ranks wait for rank 0 while it evaluates or checkpoints: allow minutes, not seconds.
     constexpr std::chrono::minutes patience{10};
     gradsync::transport::InProcessGroup group(int(c.ranks), patience);
+    std::vector<gradsync::transport::Transport*> transports;  // this process's ranks, local index
+    for (int r = 0; r < int(c.ranks); ++r) transports.push_back(&group.rank(r));
+#if defined(GRADSYNC_WITH_MPI)
+    std::optional<gradsync::transport::Mpi> mpi_world;
+    if (mpi) {
+      mpi_world.emplace(MPI_COMM_WORLD, patience);
+      if (app.count("--ranks")) throw std::invalid_argument("--ranks is for in-process ranks; under mpirun use -np");
+      c.ranks = 1;
+      c.world = std::size_t(mpi_world->size());
+      c.first_rank = std::size_t(mpi_world->rank());
+      c.progress = c.progress && c.first_rank == 0;
+      transports = {&*mpi_world};
+    }
+#endif
+    if (c.first_rank == 0) {
+      std::fprintf(stderr, "gradsync-train: %s x%.3g on %s, %zu rank(s)%s x batch %zu, %d thread(s), sync %s",
+                   c.model.name.c_str(), c.model.width, c.dataset.c_str(), c.world ? c.world : c.ranks, c.world ? " (MPI)" : "", c.batch, c.threads,
+                   pol.sync.c_str());
+      if (pol.sync == "library")
+        std::fprintf(stderr, " (%s, %s, %s, %s)", pol.slicing.c_str(), pol.priority.c_str(), pol.codec.c_str(),
+                     pol.collective.c_str());
+      std::fprintf(stderr, "\n");
+    }
+    std::vector<std::unique_ptr<gradsync::transport::Throttled<>>> links;
+    if (!bandwidth.empty()) {
+      const auto link = gradsync::transport::Link::parse(bandwidth);
+      for (auto*& t : transports) t = links.emplace_back(std::make_unique<gradsync::transport::Throttled<>>(*t, link)).get();
+    }
+    Trace trace;
+    if (!trace_path.empty()) c.trace = &trace;
     gradsync::Statistics rank0_stats;
     SyncFactory factory;  // empty: the trainer's exact local all-reduce (or nothing, for one rank)
     if (pol.sync == "library") {
@@ -171,10 +209,22 @@ int main(int argc, char** argv) {
       opt.seed = c.seed;
       const gradsync::PolicyNames names{pol.slicing, pol.priority, pol.codec, pol.collective};
       factory = [&, opt, names](std::size_t r, const Model& model) -> std::unique_ptr<GradientSync> {
-        return std::make_unique<LibrarySync>(group.rank(int(r)), model, names, opt, r == 0 ? &rank0_stats : nullptr);
+        gradsync::Options o = opt;
+        if (c.trace)
+          o.on_unit = [&trace, r](const gradsync::UnitEvent& e) {
+            const std::string name = "unit " + std::to_string(e.unit);
+            trace.span(name, r, Trace::queued, e.ready, e.started);
+            trace.span(name, r, Trace::wire, e.started, e.finished);
+          };
+        return std::make_unique<LibrarySync>(*transports.at(r - c.first_rank), model, names, o,
+                                             r == 0 ? &rank0_stats : nullptr);
       };
+    } else if (!bandwidth.empty()) {
+      throw std::invalid_argument("--bandwidth emulates the library's links: use it with --sync library");
     }
     const TrainResult r = train(c, factory);
+    if (!trace_path.empty()) trace.write(c.first_rank == 0 ? trace_path : trace_path + ".rank" + std::to_string(c.first_rank));
+    if (c.first_rank != 0) return 0;  // rank 0 of an MPI job reports
     std::printf("test accuracy %.4f  test loss %.4f  %.0f images/s  %zu iterations in %.1f s  (%zu parameters)\n",
                 r.test_accuracy, r.test_loss, r.images_per_second, r.iterations, r.seconds, r.parameters);
     if (c.ranks > 1)
@@ -187,6 +237,9 @@ int main(int argc, char** argv) {
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "\ngradsync-train: error: %s\n", e.what());
+#if defined(GRADSYNC_WITH_MPI)
+    if (mpi) mpi->finalize_within(std::chrono::seconds(5), 1);  // never hang on a dead peer
+#endif
     return 1;
   }
   return 0;

@@ -41,7 +41,7 @@ std::vector<std::vector<float>> aggregate(int rank, transport::Transport& t, con
 
 TEST_CASE("every codec x collective gives the mean within the codec's bound on 1-7 ranks") {
   const int ranks = GENERATE(1, 2, 3, 4, 7);
-  const std::string collective = GENERATE("ring", "ps");
+  const std::string collective = GENERATE("ring", "ps", "reduce-broadcast", "hierarchical:2", "hybrid");
   const ModelLayout layout = testing::uneven_layout();
   for (const char* codec : {"fp32", "fp16", "bf16", "qsgd4", "qsgd8", "qsgd16"}) {
     CAPTURE(ranks, collective, codec);
@@ -69,7 +69,7 @@ TEST_CASE("every codec x collective gives the mean within the codec's bound on 1
 
 TEST_CASE("1-bit and top-k through every collective: identical on every rank and finite") {
   const int ranks = GENERATE(1, 2, 3, 4, 7);
-  const std::string collective = GENERATE("ring", "ps");
+  const std::string collective = GENERATE("ring", "ps", "reduce-broadcast", "hierarchical:2", "hybrid");
   for (const char* codec : {"onebit:bypass=0", "topk:0.05:bypass=0"}) {
     CAPTURE(ranks, collective, codec);
     const auto got = testing::run_ranks<std::vector<std::vector<float>>>(

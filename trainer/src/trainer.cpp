@@ -22,7 +22,8 @@ class Rank final : public StepHooks {
  public:
   Rank(const TrainConfig& cfg, std::size_t rank, const SyncFactory& factory)
       : model_(make_model(cfg.model)), opt_((model_->initialize(cfg.seed), model_->params()), cfg.optimizer),
-        sync_(factory(rank, *model_)), pending_(model_->params().size(), 0), ready_(pending_.size(), 0) {
+        sync_(factory(rank, *model_)), pending_(model_->params().size(), 0), ready_(pending_.size(), 0),
+        rank_(rank), trace_(cfg.trace) {
     if (!sync_) throw std::logic_error("sync factory returned no synchronizer for rank " + std::to_string(rank));
   }
 
@@ -32,6 +33,10 @@ class Rank final : public StepHooks {
 
   // Forward of a layer: its gradients from the last iteration must be aggregated and applied first.
   void before_forward(std::span<Param* const> params) override {
+    if (!params.empty()) {
+      compute_span(forward_label_);
+      forward_label_ = "forward " + layer_name(*params[0]);
+    }
     for (auto* p : params)
       if (pending_[p->index]) {
         const auto t0 = Clock::now();
@@ -40,9 +45,11 @@ class Rank final : public StepHooks {
         opt_.step(*p, pending_lr_);
         pending_[p->index] = 0;
       }
+    if (!params.empty()) compute_span("wait_for + step " + layer_name(*params[0]));
   }
   // Backward of a layer: hand its gradients over, last parameter first (decreasing index).
   void after_backward(std::span<Param* const> params) override {
+    if (!params.empty()) compute_span("backward " + layer_name(*params[0]));
     for (auto it = params.rbegin(); it != params.rend(); ++it) {
       Param& p = **it;
       if (ready_[p.index]++) throw std::logic_error(p.name + ": gradient reported twice in one backward");
@@ -55,8 +62,11 @@ class Rank final : public StepHooks {
   std::pair<float, std::size_t> step(const Tensor& x, const std::vector<std::int32_t>& y, std::uint64_t seed,
                                      std::size_t iteration, float lr) {
     Context ctx{.training = true, .hooks = this, .seed = seed, .step = iteration};
+    mark_ = Clock::now();
+    forward_label_ = "forward input";
     Tensor logits = model_->forward(x, ctx);
     const float loss = loss_.forward(logits, y);
+    compute_span(forward_label_ + " + loss");
     if (!std::isfinite(loss))
       throw std::runtime_error("loss is " + std::to_string(loss) + " at iteration " + std::to_string(iteration) +
                                " (diverged: lower --lr or add --warmup)");
@@ -75,6 +85,14 @@ class Rank final : public StepHooks {
   }
 
  private:
+  // Records the compute since the previous hook as one span of the trace, if there is one.
+  void compute_span(std::string label) {
+    const auto now = Clock::now();
+    if (trace_) trace_->span(std::move(label), rank_, Trace::compute, mark_, now);
+    mark_ = now;
+  }
+  static std::string layer_name(const Param& p) { return p.name.substr(0, p.name.rfind('.')); }
+
   std::unique_ptr<Model> model_;
   Optimizer opt_;
   std::unique_ptr<GradientSync> sync_;
@@ -82,6 +100,10 @@ class Rank final : public StepHooks {
   float pending_lr_ = 0.0f;
   double wait_seconds_ = 0;  // blocked in wait_for: communication not hidden behind compute
   SoftmaxCrossEntropy loss_;
+  std::size_t rank_;
+  Trace* trace_;
+  Clock::time_point mark_;
+  std::string forward_label_;
 };
 
 struct Datasets {
@@ -144,6 +166,8 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
   make_model(cfg.model);  // validate the model before loading data
   const Datasets data = load_data(cfg);
 
+  if (cfg.world > cfg.ranks && !make_sync)
+    throw std::invalid_argument("a job spanning processes (MPI) needs the library synchronizer (--sync library)");
   std::unique_ptr<LocalAllReduceGroup> group;
   if (!make_sync) {
     if (cfg.ranks == 1) {
@@ -157,7 +181,9 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
   }
 
   // Shared plan, identical on every rank.
-  const std::size_t bpe = ShardedLoader(data.train, cfg.batch, 0, cfg.ranks, cfg.seed).batches_per_epoch();
+  const std::size_t world = cfg.world ? cfg.world : cfg.ranks;  // replicas in the whole job
+  if (cfg.first_rank + cfg.ranks > world) throw std::invalid_argument("ranks beyond the job's world size");
+  const std::size_t bpe = ShardedLoader(data.train, cfg.batch, 0, world, cfg.seed).batches_per_epoch();
   const std::size_t total = cfg.iterations ? cfg.iterations : cfg.epochs * bpe;
   const std::size_t epochs = (total + bpe - 1) / bpe;
   const LrSchedule schedule(cfg.lr, cfg.lr_schedule, std::size_t(std::lround(cfg.warmup_epochs * double(bpe))), total);
@@ -167,7 +193,8 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
   std::mutex error_mutex;
   std::exception_ptr error;
 
-  auto run_rank = [&](std::size_t r) {
+  auto run_rank = [&](std::size_t local) {
+    const std::size_t r = cfg.first_rank + local;  // global rank
     try {
       backend::set_threads(threads_per_rank);
       Rank rank(cfg, r, make_sync);
@@ -177,7 +204,7 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
         throw std::invalid_argument(cfg.resume + ": checkpoint is at iteration " + std::to_string(start) +
                                     ", past this run's " + std::to_string(total));
       const std::size_t end = cfg.stop_after ? std::min(total, start + cfg.stop_after) : total;
-      ShardedLoader loader(data.train, cfg.batch, r, cfg.ranks, cfg.seed);
+      ShardedLoader loader(data.train, cfg.batch, r, world, cfg.seed);
       const bool lead = r == 0;
       if (lead) result.parameters = rank.model().parameter_count();
       Tensor x;
@@ -198,7 +225,7 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
         ++em.iterations;
         const bool epoch_end = index == bpe - 1 || it + 1 == total;
         if (cfg.progress && (since(last_print) > 1.0 || epoch_end)) {
-          const double elapsed = since(run_start), rate = double(done_in_run * cfg.batch * cfg.ranks) / elapsed;
+          const double elapsed = since(run_start), rate = double(done_in_run * cfg.batch * world) / elapsed;
           std::fprintf(stderr, "\repoch %zu/%zu  iter %zu/%zu  loss %.4f  acc %.3f  %.0f img/s  ETA %s   ", epoch + 1,
                        epochs, it + 1, total, loss_sum / double(em.iterations), correct / labels, rate,
                        clock_text(elapsed / double(done_in_run) * double(total - it - 1)).c_str());
@@ -213,7 +240,7 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
           train_seconds += em.seconds;
           em.train_loss = loss_sum / double(em.iterations);
           em.train_accuracy = correct / labels;
-          em.images_per_second = double(em.iterations * cfg.batch * cfg.ranks) / em.seconds;
+          em.images_per_second = double(em.iterations * cfg.batch * world) / em.seconds;
           if (cfg.evaluate) {
             const Evaluation ev = evaluate(rank.model(), data.test);
             em.test_loss = result.test_loss = ev.loss;
@@ -235,7 +262,7 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
         result.iterations = done_in_run;
         result.seconds = since(run_start);
         result.sync_wait_seconds = rank.wait_seconds();
-        result.images_per_second = train_seconds > 0 ? double(done_in_run * cfg.batch * cfg.ranks) / train_seconds : 0;
+        result.images_per_second = train_seconds > 0 ? double(done_in_run * cfg.batch * world) / train_seconds : 0;
         for (auto* p : rank.model().params()) result.weights.emplace_back(p->value.span().begin(), p->value.span().end());
       }
     } catch (...) {

@@ -75,7 +75,7 @@ struct AnyCollective {
   template <codec::Codec C>
   std::size_t run(transport::Transport& t, const C& c, Job& job, Workspace& ws) const {
     if constexpr (std::same_as<C, codec::AnyCodec>)  // a runtime codec: dispatch on its concrete type too
-      return c.visit([&](const auto& concrete) { return run(t, concrete, job, ws); });
+      return std::visit([&](const auto& concrete) { return run(t, concrete, job, ws); }, c.variant());
     else
       return std::visit([&](const auto& p) { return p.run(t, c, job, ws); }, policy);
   }

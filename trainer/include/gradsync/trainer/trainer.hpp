@@ -13,6 +13,7 @@
 #include "gradsync/trainer/model.hpp"
 #include "gradsync/trainer/optimizer.hpp"
 #include "gradsync/trainer/sync.hpp"
+#include "gradsync/trainer/trace.hpp"
 
 namespace gradsync::trainer {
 
@@ -29,7 +30,10 @@ struct TrainConfig {
   double warmup_epochs = 0.0;
   OptimizerConfig optimizer;
   std::uint64_t seed = 1;
-  std::size_t ranks = 1;
+  std::size_t ranks = 1;                  ///< replicas this process runs (threads)
+  std::size_t world = 0;                  ///< > 0: ranks in the whole job (MPI); 0: `ranks`
+  std::size_t first_rank = 0;             ///< global rank of this process's first replica
+  Trace* trace = nullptr;                 ///< when set, per-layer compute spans are recorded
   int threads = 2;                        ///< compute threads in all; each rank gets threads / ranks (>= 1)
   std::string checkpoint;                 ///< written at every epoch end, every checkpoint_every iterations, and when the call ends
   std::size_t checkpoint_every = 0;
