@@ -169,7 +169,7 @@ class Synchronizer {
   /// "fixed:40000/forward/fp32/ring": the policies, as in the handshake.
   std::string describe() const {
     return slicing_.describe() + "/" + std::string(priority_.name()) + "/" + std::string(codec_.name()) + "/" +
-           std::string(collective_.name());
+           collective_text();
   }
 
  private:
@@ -191,6 +191,12 @@ class Synchronizer {
   };
 
   bool leader() const { return t_.rank() == 0; }
+  /// The collective with its knobs ("hierarchical:2") when it has a describe(), so the handshake
+  /// catches ranks that differ in them.
+  std::string collective_text() const {
+    if constexpr (requires { collective_.describe(); }) return collective_.describe();
+    else return std::string(collective_.name());
+  }
 
   std::vector<std::size_t> lane_capacities() const {
     const std::size_t levels = priority_.levels(layout_);

@@ -93,3 +93,15 @@ TEST_CASE("collective names parse with their knobs, and bad ones are rejected wi
   REQUIRE_THROWS_WITH(AnyCollective::parse("mpi"), Catch::Contains("needs gradsync built with MPI"));
 #endif
 }
+
+TEST_CASE("ranks that differ in a collective's knobs fail the handshake, naming them") {
+  const auto fails = [](const char* a, const char* b) {
+    return testing::run_ranks<int>(2, [&](int r, transport::Transport& t) {
+      AnySynchronizer sync(t, testing::uneven_layout(), {"fixed:1000", "forward", "fp32", r == 0 ? a : b});
+      return 0;
+    });
+  };
+  REQUIRE_THROWS_WITH(fails("hierarchical:2", "hierarchical:3"), Catch::Contains("/hierarchical:3/"));
+  REQUIRE_THROWS_WITH(fails("hybrid:1MiB", "hybrid:2MiB"), Catch::Contains("/hybrid:1048576/"));
+  REQUIRE_NOTHROW(fails("hybrid:1MiB", "hybrid:1024KiB"));
+}

@@ -136,9 +136,9 @@ TEST_CASE("a rank that stops handing over gradients makes wait_for fail, not han
   const auto errors = testing::run_ranks<std::string>(
       2,
       [](int r, transport::Transport& t) -> std::string {
+        std::vector<float> w(100), b(10);  // declared first: the executors may use them until ~sync
         AnySynchronizer sync(t, kLayout, {}, Options{.timeout = 300ms});
         if (r == 1) return "";  // this rank walks away
-        std::vector<float> w(100), b(10);
         sync.gradient_ready(1, b);
         sync.gradient_ready(0, w);
         sync.finish_iteration();

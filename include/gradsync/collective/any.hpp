@@ -72,6 +72,15 @@ struct AnyCollective {
   std::string_view name() const {
     return std::visit([](const auto& p) { return p.name(); }, policy);
   }
+  /// The name with the knobs ("hierarchical:2"); the Synchronizer's handshake compares it.
+  std::string describe() const {
+    return std::visit(
+        [](const auto& p) {
+          if constexpr (requires { p.describe(); }) return p.describe();
+          else return std::string(p.name());
+        },
+        policy);
+  }
   template <codec::Codec C>
   std::size_t run(transport::Transport& t, const C& c, Job& job, Workspace& ws) const {
     if constexpr (std::same_as<C, codec::AnyCodec>)  // a runtime codec: dispatch on its concrete type too

@@ -57,6 +57,8 @@ struct Hierarchical {
   int group = 0;
 
   std::string_view name() const { return "hierarchical"; }
+  /// "hierarchical:k" ("hierarchical" for the automatic size), as in AnyCollective::parse.
+  std::string describe() const { return group > 0 ? "hierarchical:" + std::to_string(group) : "hierarchical"; }
 
   /// The group size used on `ranks` ranks.
   int group_size(int ranks) const {

@@ -15,6 +15,10 @@ struct Hybrid {
   Hierarchical small{};                      ///< the collective below the threshold
 
   std::string_view name() const { return "hybrid"; }
+  /// "hybrid:bytes[:k]", as in AnyCollective::parse.
+  std::string describe() const {
+    return "hybrid:" + std::to_string(threshold_bytes) + (small.group > 0 ? ":" + std::to_string(small.group) : "");
+  }
 
   template <codec::Codec C>
   std::size_t run(transport::Transport& t, const C& codec, Job& job, Workspace& ws) const {
