@@ -92,7 +92,9 @@ struct Hierarchical {
       sent += Ring{}.run(leaders, codec, sum, ws);
     }
     detail::finish_mean(job.data, job.average, n);
-    ctx.stream = detail::stream(r, phase + 1);
+    // Every leader holds the same sum now: the same RNG stream on all of them keeps the groups'
+    // results bit-identical under stochastic codecs.
+    ctx.stream = detail::stream(0, phase + 1);
     const auto out = w.encode_final(job.data, ctx);
     for (int m = leader + 1; m < end; ++m) t.send(m, job.tag, out);
     return sent + out.size() * static_cast<std::size_t>(end - leader - 1);
