@@ -22,10 +22,8 @@ using namespace gradsync::trainer;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+// The fastest repetition: other jobs on a shared machine only ever add time (timeit's rule).
+double best(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 
 // Process CPU time: on a shared machine wall time swings with other jobs; with one compute thread
 // CPU seconds are the cost itself. Both sides report both.
@@ -39,7 +37,7 @@ struct Timing {
   double wall = 0, cpu = 0;
 };
 
-// Median seconds of one forward + loss + backward, after two warm-up iterations.
+// Best seconds of one forward + loss + backward over `reps`, after two warm-up iterations.
 Timing time_trainer(const std::string& name, std::size_t batch, int reps) {
   auto model = make_model({.name = name, .width = 1.0, .input = {1, 28, 28}, .classes = 10});
   model->initialize(1);
@@ -62,10 +60,10 @@ Timing time_trainer(const std::string& name, std::size_t batch, int reps) {
       cpus.push_back(cpu_seconds() - c0);
     }
   }
-  return {median(walls), median(cpus)};
+  return {best(walls), best(cpus)};
 }
 
-// Runs the PyTorch script; returns model -> median seconds ("name wall cpu" lines).
+// Runs the PyTorch script; returns model -> best seconds ("name wall cpu" lines).
 std::map<std::string, Timing> time_pytorch(const std::string& python, const std::string& models, std::size_t batch,
                                            int threads, int reps) {
   std::map<std::string, Timing> out;
@@ -114,7 +112,7 @@ int main(int argc, char** argv) {
   std::map<std::string, Timing> ours;
   for (const auto& n : names) ours[n] = time_trainer(n, batch, reps);
   const auto torch = time_pytorch(python, models, batch, threads, reps);
-  std::printf("forward+backward per batch: 1x28x28, batch %zu, %d thread(s), median of %d (seconds)\n", batch,
+  std::printf("forward+backward per batch: 1x28x28, batch %zu, %d thread(s), best of %d (seconds)\n", batch,
               threads, reps);
   std::printf("%-10s %10s %10s %10s %10s %8s %8s\n", "model", "ours wall", "ours cpu", "torch wall", "torch cpu",
               "ratio w", "ratio c");

@@ -1,5 +1,5 @@
 """PyTorch side of trainer_vs_pytorch: the same vgg11 / resnet20 as gradsync's trainer
-(trainer/src/models.cpp) on 1x28x28, forward + cross-entropy + backward, median seconds per batch.
+(trainer/src/models.cpp) on 1x28x28, forward + cross-entropy + backward, best seconds per batch.
 Prints one "name wall_seconds cpu_seconds" line per model (process CPU time: robust on a shared machine)."""
 import argparse
 import time
@@ -70,9 +70,7 @@ def main():
             if r >= 2:
                 walls.append(time.perf_counter() - t0)
                 cpus.append(time.process_time() - c0)
-        walls.sort()
-        cpus.sort()
-        print(name, walls[len(walls) // 2], cpus[len(cpus) // 2], flush=True)
+        print(name, min(walls), min(cpus), flush=True)
 
 
 if __name__ == "__main__":

@@ -67,7 +67,7 @@ Tensor Conv2d::backward(const Tensor& dy, Context& ctx) {
   const std::size_t n = input_.dim(0), h = input_.dim(2), w = input_.dim(3);
   const std::size_t oh = dy.dim(2), ow = dy.dim(3), s = oh * ow, rows = in_ * k_ * k_;
   const std::size_t nb_max = chunk_images(n, rows, s);
-  std::vector<float> dchunk(out_ * nb_max * s);
+  std::vector<float> dchunk(out_ * nb_max * s);  // dy of a chunk as [out, nb * S]
   col_.resize(rows * nb_max * s);
   auto gather = [&](std::size_t b0, std::size_t nb) {
     backend::for_each(nb * out_, kernels::NchwToChunk{dy.data() + b0 * out_ * s, dchunk.data(), out_, s, nb}, s);
@@ -86,8 +86,19 @@ Tensor Conv2d::backward(const Tensor& dy, Context& ctx) {
   if (has_bias_) backend::for_each(out_, kernels::ChannelSum{dy.data(), bias.grad.data(), n, out_, s}, n * s);
   grads_ready(ctx);
   col_valid_ = false;  // pass 2 overwrites col_ with the column gradient
-  // Pass 2: input gradient, dcol = W^T dY, then col2im.
+  // Pass 2: input gradient, dcol = W^T dY, then col2im. Large maps go one image at a time (dy_i is
+  // already [out, S] in NCHW), so dcol is still in cache for col2im instead of making a round trip
+  // to memory; small maps keep whole chunks, where per-image products would be too thin.
   Tensor dx(input_.shape());
+  if (s >= 64) {
+    for (std::size_t i = 0; i < n; ++i) {
+      backend::gemm(true, false, rows, s, out_, 1.0f, weight.value.data(), rows, dy.data() + i * out_ * s, s, 0.0f,
+                    col_.data(), s);
+      backend::for_each(in_, kernels::Col2im{col_.data(), dx.data() + i * in_ * h * w, h, w, k_, stride_, pad_, oh,
+                                             ow, s, 0}, k_ * k_ * s);
+    }
+    return dx;
+  }
   const bool single_chunk = nb_max >= n;
   for (std::size_t b0 = 0; b0 < n; b0 += nb_max) {
     const std::size_t nb = std::min(nb_max, n - b0), ld = nb * s;

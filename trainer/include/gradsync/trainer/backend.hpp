@@ -4,6 +4,8 @@
 // the functor to `backend::for_each`. The host backend runs it under OpenMP; a CUDA backend (issue 6)
 // adds a `for_each` that launches the same functor on the device and a cuBLAS `gemm`, and switches
 // the `backend` alias below - the layers and models do not change.
+#include <omp.h>
+
 #include <cstddef>
 
 #if defined(__CUDACC__)
@@ -16,15 +18,28 @@ namespace gradsync::trainer {
 
 namespace host {
 
+/// f(i) for i in [lo, hi). f is taken by value: a local copy whose pointer members the compiler can
+/// keep in registers, so simple kernels vectorize.
+template <class F>
+void run_range(const F f, std::size_t lo, std::size_t hi) {
+  for (std::size_t i = lo; i < hi; ++i) f(i);
+}
+
 /// Runs f(i) for i in [0, n). Parallel (OpenMP, this thread's team size) only when the work is
 /// large (about a millisecond): every parallel region is a barrier, and on a shared machine a
 /// descheduled team member stalls it for a whole time slice. `grain` = work per index, in rough
 /// float operations.
 template <class F>
 void for_each(std::size_t n, const F& f, std::size_t grain = 1) {
-  const bool parallel = n > 1 && n * grain >= (std::size_t(1) << 21);
-#pragma omp parallel for schedule(static) if (parallel)
-  for (std::size_t i = 0; i < n; ++i) f(i);
+  if (n * grain < (std::size_t(1) << 21) || n < 2 || omp_get_max_threads() < 2) {
+    run_range(f, 0, n);
+    return;
+  }
+#pragma omp parallel
+  {
+    const std::size_t t = std::size_t(omp_get_thread_num()), team = std::size_t(omp_get_num_threads());
+    run_range(f, n * t / team, n * (t + 1) / team);
+  }
 }
 
 /// Row-major C[m x n] = alpha * op(A)[m x k] * op(B)[k x n] + beta * C (Eigen, OpenMP-threaded).

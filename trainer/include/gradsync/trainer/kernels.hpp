@@ -16,7 +16,10 @@ struct ReluForward {
 /// Uses the output (y > 0 iff x > 0), so the input need not be kept.
 struct ReluBackward {
   const float* y; const float* dy; float* dx;
-  GRADSYNC_HD void operator()(std::size_t i) const { dx[i] = y[i] > 0.0f ? dy[i] : 0.0f; }
+  GRADSYNC_HD void operator()(std::size_t i) const {
+    const float d = dy[i];  // loaded unconditionally: a select, which vectorizes, not a branch
+    dx[i] = y[i] > 0.0f ? d : 0.0f;
+  }
 };
 struct Add {
   const float* a; const float* b; float* y;
@@ -42,7 +45,10 @@ GRADSYNC_HD inline float hash_uniform(std::uint64_t key, std::uint64_t counter) 
 /// Dropout in both directions: y = x * keep / (1 - p), keep = hash >= p.
 struct DropoutApply {
   const float* x; float* y; std::uint64_t key; float p; float scale;
-  GRADSYNC_HD void operator()(std::size_t i) const { y[i] = hash_uniform(key, i) >= p ? x[i] * scale : 0.0f; }
+  GRADSYNC_HD void operator()(std::size_t i) const {
+    const float v = x[i] * scale;
+    y[i] = hash_uniform(key, i) >= p ? v : 0.0f;
+  }
 };
 
 /// Per-channel batch statistics; i = channel. x is [N, C, S]. Two-pass variance for accuracy.
