@@ -13,10 +13,10 @@ configure: setup
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The main job: the reference trainer on its embedded default when it is built, else the demo.
-run: build
-	@if [ -x $(BUILD)/trainer/gradsync-train ]; then $(BUILD)/trainer/gradsync-train; \
-	 else $(BUILD)/examples/01_inprocess_training_loop; fi
+# The main job: the reference trainer on its embedded default (builds only what it needs).
+run: configure
+	cmake --build $(BUILD) -j $(JOBS) --target gradsync-train
+	$(BUILD)/trainer/gradsync-train
 
 CTEST_ARGS ?=
 test: build
