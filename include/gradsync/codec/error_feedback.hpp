@@ -18,6 +18,7 @@
 
 #include "../core/error.hpp"
 #include "concept.hpp"
+#include "detail/elementwise.hpp"
 
 namespace gradsync::codec {
 
@@ -40,12 +41,12 @@ struct ErrorFeedback {
                        " elements, the unit " + std::to_string(in.size()) + "; keep one residual per unit");
     thread_local std::vector<float> corrected;  // scratch: codecs are shared across threads
     corrected.resize(in.size());
-    for (std::size_t i = 0; i < in.size(); ++i) corrected[i] = in[i] + e[i];
+    detail::for_each_index(thrust::host, in.size(), detail::SumKernel{in.data(), e.data(), corrected.data()});
     EncodeContext plain = ctx;
     plain.residual = {};
     const std::size_t bytes = inner.encode(corrected, out, plain);
     inner.decode(out.first(bytes), e);
-    for (std::size_t i = 0; i < in.size(); ++i) e[i] = corrected[i] - e[i];
+    detail::for_each_index(thrust::host, in.size(), detail::ErrorKernel{corrected.data(), e.data()});
     return bytes;
   }
   void decode(std::span<const std::byte> wire, std::span<float> out) const { inner.decode(wire, out); }

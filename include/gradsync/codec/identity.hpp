@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "concept.hpp"
+#include "detail/elementwise.hpp"
 #include "wire.hpp"
 
 namespace gradsync::codec {
@@ -36,12 +37,7 @@ struct Identity {
   }
   void decode_add(std::span<const std::byte> wire, std::span<float> acc) const {
     read_header(wire, id, acc.size(), "fp32");
-    const std::byte* p = wire.data() + header_bytes;
-    for (std::size_t i = 0; i < acc.size(); ++i) {
-      float v;
-      std::memcpy(&v, p + i * sizeof(float), sizeof(float));
-      acc[i] += v;
-    }
+    detail::for_each_index(thrust::host, acc.size(), detail::AddWireKernel{wire.data() + header_bytes, acc.data()});
   }
 };
 GRADSYNC_CHECK_CODEC(Identity);

@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "concept.hpp"
+#include "detail/elementwise.hpp"
 #include "detail/frame.hpp"
 #include "detail/topk_select.hpp"
 
@@ -53,37 +54,33 @@ struct TopK {
     const std::size_t n = in.size(), k = kept(n);
     if (k == 0) return;
     const float* v = in.data();
-    if (!ctx.residual.empty()) {  // select from gradient + residual, kept in the residual itself
-      for (std::size_t i = 0; i < n; ++i) ctx.residual[i] += in[i];
-      v = ctx.residual.data();
+    float* residual = ctx.residual.empty() ? nullptr : ctx.residual.data();
+    if (residual) {  // select from gradient + residual, kept in the residual itself
+      detail::for_each_index(thrust::host, n, detail::AddKernel{in.data(), residual});
+      v = residual;
     }
     const detail::TopKThreshold t = detail::topk_threshold(v, n, k);
-    std::byte* idx = payload;
-    std::byte* val = payload + 4 * k;
+    const detail::TopKPutKernel put{v, residual, nullptr, payload, k};
     std::size_t j = 0, ties = t.ties;
     for (std::size_t i = 0; i < n && j < k; ++i) {
-      const std::uint32_t a = detail::float_bits(v[i]) & 0x7fffffffu;
+      const std::uint32_t a = detail::magnitude_bits(v[i]);
       if (a < t.key || (a == t.key && ties == 0)) continue;
       ties -= a == t.key;
-      detail::store(idx + 4 * j, static_cast<std::uint32_t>(i));
-      detail::store(val + 4 * j, v[i]);
-      ++j;
-      if (!ctx.residual.empty()) ctx.residual[i] = 0.0f;
+      put.put(j++, static_cast<std::uint32_t>(i));
     }
   }
   template <bool Add>
   void decode_payload(const std::byte* payload, std::span<float> out) const {
     const std::size_t n = out.size(), k = kept(n);
     // Validate every index before touching `out`, so a bad payload leaves it as it was.
-    for (std::size_t j = 0; j < k; ++j) {
-      const std::uint32_t i = detail::load<std::uint32_t>(payload + 4 * j);
-      if (i >= n || (j > 0 && i <= detail::load<std::uint32_t>(payload + 4 * (j - 1))))
-        throw WireError("gradsync: topk payload rejected: index " + std::to_string(i) + " at position " +
-                        std::to_string(j) + " is out of range or not ascending (unit of " + std::to_string(n) + ")");
-    }
-    if constexpr (!Add) std::fill(out.begin(), out.end(), 0.0f);
+    const detail::TopKIndexBad bad{payload, n};
     for (std::size_t j = 0; j < k; ++j)
-      out[detail::load<std::uint32_t>(payload + 4 * j)] += detail::load<float>(payload + 4 * (k + j));
+      if (bad(j))
+        throw WireError("gradsync: topk payload rejected: index " + std::to_string(detail::load<std::uint32_t>(payload + 4 * j)) +
+                        " at position " + std::to_string(j) + " is out of range or not ascending (unit of " +
+                        std::to_string(n) + ")");
+    if constexpr (!Add) std::fill(out.begin(), out.end(), 0.0f);
+    detail::for_each_index(thrust::host, k, detail::TopKScatterKernel{payload, out.data(), k});
   }
 };
 GRADSYNC_CHECK_CODEC(TopK);

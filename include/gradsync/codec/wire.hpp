@@ -38,19 +38,15 @@ inline void write_header(std::span<std::byte> out, const WireHeader& h) {
   std::memcpy(out.data(), &h, header_bytes);
 }
 
-/// Reads and validates the header of `wire`: magic, version, codec id, element count, bucket
-/// field (0 for codecs without buckets), and that the payload size it announces is exactly what
-/// follows.
-inline WireHeader read_header(std::span<const std::byte> wire, std::uint8_t expected_codec,
-                              std::size_t expected_elements, const char* codec_name,
-                              std::uint32_t expected_bucket = 0) {
+/// Validates a header read from a wire form of `wire_bytes` bytes: magic, version, codec id,
+/// element count, bucket field (0 for codecs without buckets), and that the payload size it
+/// announces is exactly what follows. (Split from read_header for device payloads, whose header
+/// is copied to the host alone.)
+inline void check_header(const WireHeader& h, std::size_t wire_bytes, std::uint8_t expected_codec,
+                         std::size_t expected_elements, const char* codec_name, std::uint32_t expected_bucket = 0) {
   auto fail = [&](const std::string& what) {
     throw WireError(std::string("gradsync: ") + codec_name + " payload rejected: " + what);
   };
-  if (wire.size() < header_bytes)
-    fail("truncated (" + std::to_string(wire.size()) + " bytes, the header alone is 16)");
-  WireHeader h;
-  std::memcpy(&h, wire.data(), header_bytes);
   if (h.magic != WireHeader{}.magic) fail("bad magic (not a gradsync payload)");
   if (h.version != WireHeader{}.version) fail("wire format version " + std::to_string(h.version) + ", expected 1");
   if (h.codec != expected_codec)
@@ -62,9 +58,21 @@ inline WireHeader read_header(std::span<const std::byte> wire, std::uint8_t expe
   if (h.bucket != expected_bucket)
     fail("bucket field " + std::to_string(h.bucket) + ", the receiver expects " + std::to_string(expected_bucket) +
          " (ranks must use the same codec options)");
-  if (h.payload_bytes != wire.size() - header_bytes)
+  if (h.payload_bytes != wire_bytes - header_bytes)
     fail("header announces " + std::to_string(h.payload_bytes) + " payload bytes but " +
-         std::to_string(wire.size() - header_bytes) + " arrived (truncated or oversized)");
+         std::to_string(wire_bytes - header_bytes) + " arrived (truncated or oversized)");
+}
+
+/// Reads the header of `wire` and validates it against what the receiver expects (check_header).
+inline WireHeader read_header(std::span<const std::byte> wire, std::uint8_t expected_codec,
+                              std::size_t expected_elements, const char* codec_name,
+                              std::uint32_t expected_bucket = 0) {
+  if (wire.size() < header_bytes)
+    throw WireError(std::string("gradsync: ") + codec_name + " payload rejected: truncated (" +
+                    std::to_string(wire.size()) + " bytes, the header alone is 16)");
+  WireHeader h;
+  std::memcpy(&h, wire.data(), header_bytes);
+  check_header(h, wire.size(), expected_codec, expected_elements, codec_name, expected_bucket);
   return h;
 }
 

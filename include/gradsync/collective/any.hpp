@@ -7,6 +7,7 @@
 ///   "hierarchical[:k]"     Hierarchical with groups of k ranks (default: automatic)
 ///   "hybrid[:bytes[:k]]"   Hybrid: hierarchical below `bytes` (e.g. 256KiB), ring above
 ///   "mpi"                  MpiNative (only when built with MPI: GRADSYNC_WITH_MPI, target gradsync::mpi)
+///   "nccl"                 NcclNative (only when built with NCCL: GRADSYNC_WITH_NCCL, target gradsync::nccl)
 ///
 /// A runtime codec (codec::AnyCodec) is resolved to its concrete type before the collective runs,
 /// so collectives keep their per-codec fast paths (raw fp32) when chosen from strings.
@@ -23,6 +24,9 @@
 #if defined(GRADSYNC_WITH_MPI)
 #include "mpi_native.hpp"
 #endif
+#if defined(GRADSYNC_WITH_NCCL)
+#include "nccl_native.hpp"
+#endif
 
 namespace gradsync::collective {
 
@@ -32,11 +36,15 @@ struct AnyCollective {
                ,
                MpiNative
 #endif
+#if defined(GRADSYNC_WITH_NCCL)
+               ,
+               NcclNative
+#endif
                >
       policy;
 
   static constexpr std::string_view valid =
-      "ring, ps, reduce-broadcast, hierarchical[:k], hybrid[:bytes[:k]], mpi (k: ranks per group, bytes: e.g. 256KiB)";
+      "ring, ps, reduce-broadcast, hierarchical[:k], hybrid[:bytes[:k]], mpi, nccl (k: ranks per group, bytes: e.g. 256KiB)";
 
   static AnyCollective parse(std::string_view text) {
     const auto [name, arg, has_arg] = gradsync::detail::split_policy(text);
@@ -65,6 +73,14 @@ struct AnyCollective {
 #else
       throw ConfigError("gradsync: collective 'mpi' needs gradsync built with MPI: link the gradsync::mpi target "
                         "(or define GRADSYNC_WITH_MPI and link MPI); otherwise use 'ring'");
+#endif
+    }
+    if (!has_arg && text == "nccl") {
+#if defined(GRADSYNC_WITH_NCCL)
+      return {NcclNative{}};
+#else
+      throw ConfigError("gradsync: collective 'nccl' needs gradsync built with NCCL: link the gradsync::nccl target "
+                        "(CUDA and NCCL found at configure time) and use transport::Nccl; otherwise use 'ring'");
 #endif
     }
     gradsync::detail::bad_policy("collective", text, valid);

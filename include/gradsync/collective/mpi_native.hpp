@@ -10,16 +10,14 @@
 ///   // or AnyCollective::parse("mpi")
 /// \endcode
 ///
-/// MPI collectives carry no tag and must be issued in the same order on every rank. Units run on
-/// several executor threads, so MpiNative issues them in Job::sequence order (the schedule order,
-/// identical on every rank) and then lets them progress concurrently. Use one MpiNative object per
-/// Synchronizer (copies share the issue order).
-#include <condition_variable>
-#include <memory>
-#include <mutex>
+/// MPI collectives carry no tag: MpiNative issues units in schedule order (issue_order.hpp) and
+/// lets them progress concurrently. Use one MpiNative object per Synchronizer (copies share the
+/// issue order).
+#include <limits>
 
 #include "../transport/mpi.hpp"
 #include "concept.hpp"
+#include "issue_order.hpp"
 
 namespace gradsync::collective {
 
@@ -38,7 +36,7 @@ struct MpiNative {
                        t.describe() + "; use collective 'ring' with this transport");
     const int count = checked_count(job.data.size());
     MPI_Request req;
-    issue_in_order(job, *mpi, [&] {
+    order_.run(job, t, "mpi", [&] {
       const int rc = MPI_Iallreduce(MPI_IN_PLACE, job.data.data(), count, MPI_FLOAT, MPI_SUM,
                                     mpi->collective_comm(), &req);
       if (rc != MPI_SUCCESS)
@@ -51,32 +49,12 @@ struct MpiNative {
   }
 
  private:
-  struct Order {
-    std::mutex mutex;
-    std::condition_variable turn;
-    std::uint64_t next = 0;
-  };
-  std::shared_ptr<Order> order_ = std::make_shared<Order>();
+  detail::IssueOrder order_;
 
   static int checked_count(std::size_t n) {
     if (n > static_cast<std::size_t>(std::numeric_limits<int>::max()))
       throw UsageError("gradsync: collective 'mpi': unit too large for one MPI call; use smaller slices");
     return static_cast<int>(n);
-  }
-  /// Runs `issue` when every unit earlier in the schedule has been issued.
-  template <class F>
-  void issue_in_order(const Job& job, const transport::Mpi& mpi, F&& issue) const {
-    if (!job.sequence) return issue();
-    std::unique_lock lock(order_->mutex);
-    if (!order_->turn.wait_for(lock, mpi.timeout(), [&] { return order_->next == *job.sequence; }))
-      throw PeerError("gradsync: " + mpi.describe() + ": collective 'mpi' waited " +
-                      std::to_string(mpi.timeout().count()) + " ms to issue unit " + std::to_string(job.tag) +
-                      " (schedule position " + std::to_string(*job.sequence) + ", next to issue " +
-                      std::to_string(order_->next) + "): an earlier unit never became ready on this rank");
-    issue();
-    ++order_->next;
-    lock.unlock();
-    order_->turn.notify_all();
   }
 };
 GRADSYNC_CHECK_COLLECTIVE(MpiNative);

@@ -23,6 +23,7 @@
 #include "../bypass.hpp"
 #include "../identity.hpp"
 #include "../wire.hpp"
+#include "elementwise.hpp"
 
 namespace gradsync::codec::detail {
 
@@ -51,37 +52,57 @@ std::size_t framed_bytes(const C& c, std::size_t n) {
   return bypassed(c, n) ? Identity{}.encoded_bytes(n) : header_bytes + c.payload_bytes(n);
 }
 
+/// What an encode of n elements into `out_bytes` will do, after the checks every backend makes.
+struct EncodePlan {
+  std::size_t bytes;  ///< wire size
+  bool bypass;        ///< the unit goes as fp32
+  bool feedback;      ///< a residual takes part
+  WireHeader header;
+};
+
 template <class C>
-std::size_t encode_framed(const C& c, std::span<const float> in, std::span<std::byte> out,
-                          const EncodeContext& ctx) {
-  const std::size_t n = in.size();
+EncodePlan plan_encode(const C& c, std::size_t n, std::size_t out_bytes, std::size_t residual_size) {
   const std::string name(c.name());
   if (n > std::numeric_limits<std::uint32_t>::max())
     throw UsageError("gradsync: " + name + " encodes at most 2^32-1 elements per unit; slice the layer");
   const std::size_t bytes = framed_bytes(c, n);
-  if (out.size() < bytes)
+  if (out_bytes < bytes)
     throw UsageError("gradsync: " + name + " encode needs an output of encoded_bytes(n) = " +
-                     std::to_string(bytes) + " bytes, got " + std::to_string(out.size()));
-  const bool feedback = c.needs_residual() && !ctx.residual.empty();
-  if (feedback && ctx.residual.size() != n)
-    throw UsageError("gradsync: " + name + " residual has " + std::to_string(ctx.residual.size()) +
+                     std::to_string(bytes) + " bytes, got " + std::to_string(out_bytes));
+  const bool feedback = c.needs_residual() && residual_size != 0;
+  if (feedback && residual_size != n)
+    throw UsageError("gradsync: " + name + " residual has " + std::to_string(residual_size) +
                      " elements, the unit " + std::to_string(n) + "; keep one residual per unit");
-  if (bypassed(c, n)) {
-    if (!feedback) return Identity{}.encode(in, out, ctx);
-    // Small unit with error feedback: send the corrected gradient exactly, nothing is left over.
-    write_header(out, {.codec = Identity::id, .elements = static_cast<std::uint32_t>(n),
-                       .payload_bytes = static_cast<std::uint32_t>(n * sizeof(float))});
-    for (std::size_t i = 0; i < n; ++i) {
-      const float v = in[i] + ctx.residual[i];
-      std::memcpy(out.data() + header_bytes + i * sizeof(float), &v, sizeof v);
-      ctx.residual[i] = 0.0f;
-    }
-    return bytes;
-  }
-  write_header(out, {.codec = C::id, .elements = static_cast<std::uint32_t>(n), .bucket = c.wire_bucket(n),
-                     .payload_bytes = static_cast<std::uint32_t>(bytes - header_bytes)});
-  c.encode_payload(in, out.data() + header_bytes, ctx);
-  return bytes;
+  const bool bypass = bypassed(c, n);
+  const auto elements = static_cast<std::uint32_t>(n), payload = static_cast<std::uint32_t>(bytes - header_bytes);
+  return {bytes, bypass, feedback,
+          bypass ? WireHeader{.codec = Identity::id, .elements = elements, .payload_bytes = payload}
+                 : WireHeader{.codec = C::id, .elements = elements, .bucket = c.wire_bucket(n), .payload_bytes = payload}};
+}
+
+template <class C>
+std::size_t encode_framed(const C& c, std::span<const float> in, std::span<std::byte> out,
+                          const EncodeContext& ctx) {
+  const std::size_t n = in.size();
+  const EncodePlan plan = plan_encode(c, n, out.size(), ctx.residual.size());
+  write_header(out, plan.header);
+  std::byte* payload = out.data() + header_bytes;
+  if (!plan.bypass) c.encode_payload(in, payload, ctx);
+  else if (!plan.feedback) { if (n != 0) std::memcpy(payload, in.data(), in.size_bytes()); }  // data() may be null
+  else for_each_index(thrust::host, n, FeedbackCopyKernel{in.data(), ctx.residual.data(), payload});
+  return plan.bytes;
+}
+
+/// Checks a framed wire form of `wire_bytes` with header `h` for a unit of n elements that is
+/// not bypassed; afterwards decode_payload may read payload_bytes(n) bytes.
+template <class C>
+void check_framed(const C& c, const WireHeader& h, std::size_t wire_bytes, std::size_t n) {
+  const std::string name(c.name());
+  check_header(h, wire_bytes, C::id, n, name.c_str(), c.wire_bucket(n));
+  if (h.payload_bytes != c.payload_bytes(n))
+    throw WireError("gradsync: " + name + " payload rejected: " + std::to_string(h.payload_bytes) +
+                    " payload bytes, " + std::to_string(n) + " elements need exactly " +
+                    std::to_string(c.payload_bytes(n)));
 }
 
 template <bool Add, class C>
@@ -93,11 +114,7 @@ void decode_framed(const C& c, std::span<const std::byte> wire, std::span<float>
     return;
   }
   const std::string name(c.name());
-  const WireHeader h = read_header(wire, C::id, n, name.c_str(), c.wire_bucket(n));
-  if (h.payload_bytes != c.payload_bytes(n))
-    throw WireError("gradsync: " + name + " payload rejected: " + std::to_string(h.payload_bytes) +
-                    " payload bytes, " + std::to_string(n) + " elements need exactly " +
-                    std::to_string(c.payload_bytes(n)));
+  check_framed(c, read_header(wire, C::id, n, name.c_str(), c.wire_bucket(n)), wire.size(), n);
   c.template decode_payload<Add>(wire.data() + header_bytes, out);
 }
 

@@ -30,6 +30,43 @@ struct QsgdLayout {
   static constexpr std::size_t record_bytes(std::size_t len) { return 4 + (len + group - 1) / group * group_bytes; }
 };
 
+/// The scale of a bucket: max |v| or ||v||_2, in reduce.hpp's fixed order.
+GRADSYNC_HD inline float qsgd_scale(const float* v, std::size_t len, bool l2) {
+  return l2 ? sqrtf(sum_squares(v, len)) : max_abs(v, len);
+}
+
+/// Quantizes and packs group g (elements [128g, 128g + 128) of a bucket of len values starting
+/// at v, element index `first` of the unit) into `groups` (the bucket's record after its scale).
+/// Stochastic rounding: q = floor(r + u) with u uniform in [0, 1) is l + 1 with probability
+/// r - l, so E[q] = r (and needs no branch: it vectorizes).
+template <unsigned Bits>
+GRADSYNC_HD void qsgd_pack_group(const float* v, std::size_t len, std::size_t first, std::size_t g, float scale,
+                                 std::uint64_t key, std::byte* groups) {
+  using L = QsgdLayout<Bits>;
+  constexpr auto s = static_cast<std::int32_t>(L::levels);
+  const float mult = scale > 0.0f ? static_cast<float>(L::levels) / scale : 0.0f;
+  float tail[L::group];
+  const float* x = v + g * L::group;
+  if ((g + 1) * L::group > len) {  // the bucket's last, partial group: zero-padded
+    for (std::size_t i = 0; i < L::group; ++i) tail[i] = g * L::group + i < len ? x[i] : 0.0f;
+    x = tail;
+  }
+  first += g * L::group;
+  std::uint32_t w[L::words] = {};
+  for (std::uint32_t f = 0; f < L::fields; ++f)
+    for (std::uint32_t k = 0; k < L::words; ++k) {
+      const std::uint32_t o = f * L::words + k;
+      const std::uint32_t bits = float_bits(x[o]);
+      float r = bits_float(bits & 0x7fffffffu) * mult;
+      r = r < static_cast<float>(s) ? r : static_cast<float>(s);  // r <= s already; maps NaN too
+      auto q = static_cast<std::int32_t>(r + uniform(key, static_cast<std::uint32_t>(first + o)));
+      q = q < s ? q : s;  // r + u can round up to s + 1 in float
+      w[k] |= (static_cast<std::uint32_t>(q) | (bits >> 31) << (Bits - 1)) << (f * Bits);
+    }
+  memcpy(groups + g * L::group_bytes, w, sizeof w);
+}
+
+/// Host encode, one bucket per index: its scale, then its groups.
 template <unsigned Bits>
 struct QsgdEncodeKernel {
   using L = QsgdLayout<Bits>;
@@ -42,37 +79,33 @@ struct QsgdEncodeKernel {
 
   GRADSYNC_HD void operator()(std::size_t b) const {
     const auto [begin, len] = bucket_range(b, bucket, n);
-    const float* v = in + begin;
-    const float scale = l2 ? sqrtf(lane_sum(len, [v](std::size_t i) { return v[i] * v[i]; })) : max_abs(v, len);
+    const float scale = qsgd_scale(in + begin, len, l2);
     std::byte* rec = out + b * L::record_bytes(bucket);
     store(rec, scale);
-    rec += 4;
-    const float mult = scale > 0.0f ? static_cast<float>(L::levels) / scale : 0.0f;
-    std::size_t g = 0;
-    for (; (g + 1) * L::group <= len; ++g) pack(v + g * L::group, begin + g * L::group, mult, rec + g * L::group_bytes);
-    if (g * L::group < len) {
-      float tail[L::group] = {};
-      for (std::size_t i = g * L::group; i < len; ++i) tail[i - g * L::group] = v[i];
-      pack(tail, begin + g * L::group, mult, rec + g * L::group_bytes);
-    }
+    for (std::size_t g = 0; g * L::group < len; ++g) qsgd_pack_group<Bits>(in + begin, len, begin, g, scale, key, rec + 4);
   }
+};
 
-  /// Stochastic rounding of one group: q = floor(r + u) with u uniform in [0, 1) is l + 1
-  /// with probability r - l, so E[q] = r (and needs no branch: it vectorizes).
-  GRADSYNC_HD void pack(const float* v, std::size_t first, float mult, std::byte* dst) const {
-    constexpr auto s = static_cast<std::int32_t>(L::levels);
-    std::uint32_t w[L::words] = {};
-    for (std::uint32_t f = 0; f < L::fields; ++f)
-      for (std::uint32_t k = 0; k < L::words; ++k) {
-        const std::uint32_t o = f * L::words + k;
-        const std::uint32_t x = float_bits(v[o]);
-        float r = bits_float(x & 0x7fffffffu) * mult;
-        r = r < static_cast<float>(s) ? r : static_cast<float>(s);  // r <= s already; maps NaN too
-        auto q = static_cast<std::int32_t>(r + uniform(key, static_cast<std::uint32_t>(first + o)));
-        q = q < s ? q : s;  // r + u can round up to s + 1 in float
-        w[k] |= (static_cast<std::uint32_t>(q) | (x >> 31) << (Bits - 1)) << (f * Bits);
-      }
-    memcpy(dst, w, sizeof w);
+/// Device encode, second step: one group per index, its bucket's scale already in the record
+/// (written by the CUDA block reduction, cuda/codec.cuh). Same bytes as QsgdEncodeKernel.
+template <unsigned Bits>
+struct QsgdPackKernel {
+  using L = QsgdLayout<Bits>;
+  const float* in;
+  std::byte* out;
+  std::size_t n;
+  std::size_t bucket;
+  std::uint64_t key;
+
+  /// Kernel indices: groups per full bucket times the bucket count (some past a short last bucket).
+  static std::size_t indices(std::size_t n, std::size_t bucket) { return bucket_count(n, bucket) * (bucket / L::group); }
+
+  GRADSYNC_HD void operator()(std::size_t i) const {
+    const std::size_t per = bucket / L::group, b = i / per, g = i % per;
+    const auto [begin, len] = bucket_range(b, bucket, n);
+    if (g * L::group >= len) return;
+    std::byte* rec = out + b * L::record_bytes(bucket);
+    qsgd_pack_group<Bits>(in + begin, len, begin, g, load<float>(rec), key, rec + 4);
   }
 };
 

@@ -1,0 +1,10 @@
+// The device codecs for every runtime codec (AnyCodec dispatches to each concrete one), compiled
+// once here; codec.cuh declares them extern for targets that link gradsync::cuda_codecs.
+#include <gradsync/cuda/codec.cuh>
+
+namespace gradsync::cuda {
+template std::size_t encode(const codec::AnyCodec&, std::span<const float>, std::span<std::byte>,
+                            const codec::EncodeContext&, cudaStream_t);
+template void decode(const codec::AnyCodec&, std::span<const std::byte>, std::span<float>, cudaStream_t);
+template void decode_add(const codec::AnyCodec&, std::span<const std::byte>, std::span<float>, cudaStream_t);
+}  // namespace gradsync::cuda

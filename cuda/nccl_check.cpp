@@ -1,0 +1,10 @@
+// Compile-only: transport::Nccl, collective::NcclNative and AnyCollective("nccl") instantiated for
+// the codecs they accept, so CI (no GPU) proves the NCCL code builds. Run on a GPU: tests/cuda.
+#include <gradsync/codec/any.hpp>
+#include <gradsync/collective/any.hpp>
+#include <gradsync/transport/nccl.hpp>
+
+namespace gradsync::collective {
+template std::size_t NcclNative::run(transport::Transport&, const codec::Identity&, Job&, Workspace&) const;
+template std::size_t AnyCollective::run(transport::Transport&, const codec::AnyCodec&, Job&, Workspace&) const;
+}  // namespace gradsync::collective
