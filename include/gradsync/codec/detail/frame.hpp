@@ -75,9 +75,11 @@ EncodePlan plan_encode(const C& c, std::size_t n, std::size_t out_bytes, std::si
                      " elements, the unit " + std::to_string(n) + "; keep one residual per unit");
   const bool bypass = bypassed(c, n);
   const auto elements = static_cast<std::uint32_t>(n), payload = static_cast<std::uint32_t>(bytes - header_bytes);
-  return {bytes, bypass, feedback,
-          bypass ? WireHeader{.codec = Identity::id, .elements = elements, .payload_bytes = payload}
-                 : WireHeader{.codec = C::id, .elements = elements, .bucket = c.wire_bucket(n), .payload_bytes = payload}};
+  // Not a ?: of two designated initializers: that crashes nvcc 13.0's device front end (cicc).
+  WireHeader h{.codec = C::id, .elements = elements, .payload_bytes = payload};
+  if (bypass) h.codec = Identity::id;
+  else h.bucket = c.wire_bucket(n);
+  return {bytes, bypass, feedback, h};
 }
 
 template <class C>

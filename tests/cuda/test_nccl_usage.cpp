@@ -1,0 +1,21 @@
+// Collective 'nccl' refuses what it cannot do before touching a GPU (so this runs in CI).
+#include <catch2/catch.hpp>
+
+#include <gradsync/codec/any.hpp>
+#include <gradsync/collective/any.hpp>
+#include <gradsync/transport/in_process.hpp>
+
+using namespace gradsync;
+
+TEST_CASE("Collective 'nccl' needs fp32 and transport::Nccl", "[collective][nccl]") {
+  const auto nccl = collective::AnyCollective::parse("nccl");
+  CHECK(nccl.name() == "nccl");
+  transport::InProcessGroup group(1);
+  std::vector<float> data(100, 1.0f);
+  collective::Job job{.data = data};
+  collective::Workspace ws;
+  CHECK_THROWS_WITH(nccl.run(group.rank(0), codec::AnyCodec::parse("qsgd8"), job, ws),
+                    Catch::Contains("lossless summable") && Catch::Contains("'qsgd8'"));
+  CHECK_THROWS_WITH(nccl.run(group.rank(0), codec::Identity{}, job, ws),
+                    Catch::Contains("needs transport::Nccl") && Catch::Contains("in-process rank 0"));
+}
