@@ -84,7 +84,7 @@ TEST_CASE("Device decode rejects what the host rejects", "[gpu][codec]") {
     CAPTURE(name);
     const auto c = AnyCodec::parse(name);
     auto wire = test_util::encode(c, v);
-    Device<float> d_out(std::vector<float>(n));
+    Device<float> d_out{std::vector<float>(n)};
     {
       Device<std::byte> d(std::vector<std::byte>(wire.begin(), wire.end() - 1));  // truncated
       CHECK_THROWS_AS(gradsync::cuda::decode(c, d.span(), d_out.span()), gradsync::WireError);

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# On a machine with a GPU: build with CUDA for the local GPU, run the CUDA tests (device results
+# against host results on the same inputs, NCCL against the reference sum on every visible GPU),
+# the device codec benchmark and the CUDA trainer benchmark, and write benchmarks/gpu/results.md.
+#
+#   bash benchmarks/gpu/run.sh            # build dir: build/gpu (BUILD_DIR=... to change)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${BUILD_DIR:-build/gpu}
+out=benchmarks/gpu/results.md
+jobs=${JOBS:-$(nproc)}
+
+die() { echo "benchmarks/gpu/run.sh: $*" >&2; exit 1; }
+
+# ---- a GPU must be visible: fail loudly, never report host numbers as GPU ones ----
+command -v nvidia-smi >/dev/null || die "no nvidia-smi: this machine has no NVIDIA driver; run this script on a GPU machine"
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+[ "$gpus" -gt 0 ] || die "nvidia-smi sees no GPU (check CUDA_VISIBLE_DEVICES and the driver); run this script on a GPU machine"
+command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] || die "no nvcc: install the CUDA toolkit (or add /usr/local/cuda/bin to PATH)"
+export PATH=$PATH:/usr/local/cuda/bin
+
+# ---- configure and build ----
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DGRADSYNC_BUILD_TESTS=ON -DGRADSYNC_GPU_TESTS=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=native
+targets=(test_cuda_twins test_device_codecs bench_gpu_codec)
+grep -q '^GRADSYNC_NCCL_LIBRARY:.*nccl' "$build/CMakeCache.txt" && targets+=(test_nccl test_nccl_usage)
+# >>> CUDA trainer (issue 6, trainer helper): set its executable target here (or in the environment).
+trainer_target=${GRADSYNC_GPU_TRAINER_TARGET:-}
+# <<<
+[ -n "$trainer_target" ] && targets+=("$trainer_target")
+cmake --build "$build" -j"$jobs" --target "${targets[@]}"
+
+# ---- tests ----
+ctest --test-dir "$build" -L 'gpu' --output-on-failure
+ctest --test-dir "$build" -R 'twin|nccl' --output-on-failure
+
+# ---- device codec benchmark ----
+json=$build/bench_gpu_codec.json
+"$build/benchmarks/gpu/bench_gpu_codec" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
+  --benchmark_out="$json" --benchmark_out_format=json
+
+# ---- CUDA trainer benchmark ----
+# >>> Trainer helper: replace with the CUDA trainer's throughput command (images/s, fp32 and mixed
+# precision); it must print one line "trainer: <text>" for the table.
+trainer_line="trainer: the CUDA trainer benchmark is not wired into run.sh yet"
+# <<<
+
+# ---- results table ----
+device=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
+python3 - "$json" "$out" "$device" "$gpus" "$trainer_line" <<'PY'
+import json, sys
+path, out, device, gpus, trainer = sys.argv[1:]
+runs = json.load(open(path))["benchmarks"]
+med = {r["run_name"]: r["bytes_per_second"] / 1e9 for r in runs if r.get("aggregate_name") == "median"}
+base = med["memcpy"]
+rows = ["| codec | encode GB/s | encode / memcpy | decode_add GB/s | decode_add / memcpy |", "|---|---|---|---|---|"]
+for name in [k.split("/", 1)[1] for k in med if k.startswith("encode/")]:
+    e, d = med[f"encode/{name}"], med.get(f"decode_add/{name}", float("nan"))
+    rows.append(f"| {name} | {e:.1f} | {e / base:.2f}x | {d:.1f} | {d / base:.2f}x |")
+open(out, "w").write(f"""# GPU results
+
+Written by `bash benchmarks/gpu/run.sh` on {device} ({gpus} GPU(s) visible). Tests: every
+`gpu`-labelled ctest passed (the script stops otherwise).
+
+## Device codecs (64 MiB fp32 unit, medians of 5, GB/s of fp32 input; cudaMemcpy D2D {base:.1f} GB/s)
+
+""" + "\n".join(rows) + f"""
+
+## Trainer
+
+{trainer}
+""")
+PY
+echo "wrote $out"
