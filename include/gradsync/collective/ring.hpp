@@ -11,7 +11,7 @@
 /// not summable). Rank r then owns chunk r+1 fully reduced, scales it for the mean and encodes it
 /// once; all-gather forwards those payloads verbatim, so every rank decodes identical bytes.
 ///
-/// Pipelined: every chunk travels as K segments of at most `segment` elements, and segment j of
+/// Pipelined: every chunk travels as K segments of about `segment_bytes` on the wire, and segment j of
 /// step s leaves as soon as segment j of step s-1 has arrived — each rank's outgoing messages
 /// form one stream where message m needs only incoming message m-K. A rank keeps up to K
 /// segments queued on its link while it decodes and encodes, so codec work overlaps the
@@ -28,9 +28,10 @@
 namespace gradsync::collective {
 
 struct Ring {
-  /// Largest segment in elements (1 MiB of fp32): big enough that alpha stays small next to the
-  /// transfer, small enough that several segments per chunk keep the link busy.
-  std::size_t segment = std::size_t{1} << 18;
+  /// Wire bytes per segment, about: big enough that each message's fixed cost (alpha, a thread
+  /// wake-up) stays small next to its transfer, small enough that several segments per chunk keep
+  /// the link busy. Counted on the wire, so a codec that compresses 4x sends 4x the elements.
+  std::size_t segment_bytes = std::size_t{1} << 20;
 
   std::string_view name() const { return "ring"; }
 
@@ -43,7 +44,8 @@ struct Ring {
     // Segments per chunk, the same on every rank; message indices also key the RNG streams, which
     // must stay below Hierarchical's phase bit.
     const std::size_t widest = (data.size() + n - 1) / n;
-    const std::size_t k = std::clamp<std::size_t>((widest + segment - 1) / std::max<std::size_t>(segment, 1), 1,
+    const std::size_t wire = std::max<std::size_t>(codec.encoded_bytes(widest), 1);
+    const std::size_t k = std::clamp<std::size_t>((wire + segment_bytes - 1) / std::max<std::size_t>(segment_bytes, 1), 1,
                                                   std::max<std::size_t>(0x7fff / steps, 1));
     auto piece = [&](int i, std::size_t j) {
       i = ((i % n) + n) % n;
