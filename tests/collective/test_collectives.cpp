@@ -34,18 +34,44 @@ TEST_CASE("new collectives give the sum by option") {
 }
 
 namespace {
-template <class K>
-void lossy_case(K collective, int ranks) {
-  using Sync = Synchronizer<slicing::FixedSlices, priority::ForwardOrder, testing::RoundBf16, K>;
-  const auto got = testing::run_ranks<Aggregates>(ranks, [&](int r, transport::Transport& t) {
-    Sync sync(t, testing::uneven_layout(), {}, slicing::FixedSlices{.max_elements = 1000}, {}, {}, collective);
+template <class Codec, class K>
+std::vector<Aggregates> run_with(K collective, int ranks, Codec codec = {}) {
+  using Sync = Synchronizer<slicing::FixedSlices, priority::ForwardOrder, Codec, K>;
+  return testing::run_ranks<Aggregates>(ranks, [&](int r, transport::Transport& t) {
+    Sync sync(t, testing::uneven_layout(), {}, slicing::FixedSlices{.max_elements = 1000}, {}, codec, collective);
     return testing::train_with(sync, r);
   });
+}
+
+template <class K>
+void lossy_case(K collective, int ranks) {
+  const auto got = run_with<testing::RoundBf16>(collective, ranks);
   // every encode of a partial or final sum adds at most 2^-8 of the summed magnitudes
   testing::require_reference(got[0], ranks, true, (ranks + 3) * testing::RoundBf16::max_relative_error);
   for (int r = 1; r < ranks; ++r) REQUIRE(testing::bit_identical(got[0], got[r]));  // lossy, yet identical
 }
 }  // namespace
+
+TEST_CASE("the pipelined ring: many segments per chunk give the same guarantees") {
+  const int ranks = GENERATE(2, 3, 4, 7);
+  const std::size_t segment_bytes = GENERATE(12, 256, 4000);  // from a few elements to one segment
+  const collective::Ring ring{.segment_bytes = segment_bytes};
+  CAPTURE(ranks, segment_bytes);
+  SECTION("fp32, received in place and forwarded from the unit") {
+    const auto got = run_with<codec::Identity>(ring, ranks);
+    testing::require_reference(got[0], ranks, true);
+    for (int r = 1; r < ranks; ++r) REQUIRE(testing::bit_identical(got[0], got[r]));
+  }
+  SECTION("a lossy non-summable codec, re-encoded and forwarded verbatim") { lossy_case(ring, ranks); }
+  SECTION("qsgd8: stochastic, yet identical on every rank and from run to run") {
+    const codec::Qsgd<8> qsgd{.bypass_below = 0};
+    const auto got = run_with(ring, ranks, qsgd);
+    for (int r = 1; r < ranks; ++r) REQUIRE(testing::bit_identical(got[0], got[r]));
+    REQUIRE(testing::bit_identical(got[0], run_with(ring, ranks, qsgd)[0]));
+    // the 1000-element units really were cut (one segment per chunk gives other random bits)
+    if (ranks > 1 && qsgd.encoded_bytes(1000 / ranks) > segment_bytes) REQUIRE_FALSE(testing::bit_identical(got[0], run_with(collective::Ring{}, ranks, qsgd)[0]));
+  }
+}
 
 TEST_CASE("a lossy non-summable codec: within its bound and bit-identical on every rank") {
   const int ranks = GENERATE(1, 2, 3, 4, 5, 7);

@@ -10,9 +10,17 @@
 /// from its left one (decode-add, then re-encode next step: right for codecs whose wire form is
 /// not summable). Rank r then owns chunk r+1 fully reduced, scales it for the mean and encodes it
 /// once; all-gather forwards those payloads verbatim, so every rank decodes identical bytes.
+///
+/// Pipelined: every chunk travels as K segments of about `segment_bytes` on the wire, and segment j of
+/// step s leaves as soon as segment j of step s-1 has arrived — each rank's outgoing messages
+/// form one stream where message m needs only incoming message m-K. A rank keeps up to K
+/// segments queued on its link while it decodes and encodes, so codec work overlaps the
+/// transfer instead of adding to it (alpha-beta: 2(N-1)(alpha + chunk/beta) plus the compute
+/// of one segment, not plus the compute of the whole unit). Messages are at most one segment,
+/// so transports buffer at most one chunk per unit.
 /// With fp32 (codec::Identity) the chunks travel as raw floats and the all-gather receives
-/// straight into the unit: no copies besides the transfer itself.
-#include <utility>
+/// straight into the unit.
+#include <algorithm>
 
 #include "concept.hpp"
 #include "wire.hpp"
@@ -20,6 +28,11 @@
 namespace gradsync::collective {
 
 struct Ring {
+  /// Wire bytes per segment, about: big enough that each message's fixed cost (alpha, a thread
+  /// wake-up) stays small next to its transfer, small enough that several segments per chunk keep
+  /// the link busy. Counted on the wire, so a codec that compresses 4x sends 4x the elements.
+  std::size_t segment_bytes = std::size_t{1} << 20;
+
   std::string_view name() const { return "ring"; }
 
   template <codec::Codec C>
@@ -27,43 +40,54 @@ struct Ring {
     const int n = t.size(), r = t.rank();
     if (n == 1) return 0;  // the unit already is the sum and the mean
     const std::span<float> data = job.data;
-    auto chunk = [&](int i) {
+    const std::size_t steps = 2 * static_cast<std::size_t>(n - 1);
+    // Segments per chunk, the same on every rank; message indices also key the RNG streams, which
+    // must stay below Hierarchical's phase bit.
+    const std::size_t widest = (data.size() + n - 1) / n;
+    const std::size_t wire = std::max<std::size_t>(codec.encoded_bytes(widest), 1);
+    const std::size_t k = std::clamp<std::size_t>((wire + segment_bytes - 1) / std::max<std::size_t>(segment_bytes, 1), 1,
+                                                  std::max<std::size_t>(0x7fff / steps, 1));
+    auto piece = [&](int i, std::size_t j) {
       i = ((i % n) + n) % n;
       const std::size_t b = data.size() * static_cast<std::size_t>(i) / n;
-      const std::size_t e = data.size() * static_cast<std::size_t>(i + 1) / n;
-      return data.subspan(b, e - b);
+      const std::size_t len = data.size() * static_cast<std::size_t>(i + 1) / n - b;
+      return data.subspan(b + len * j / k, len * (j + 1) / k - len * j / k);
     };
-    const int right = (r + 1) % n, left = (r + n - 1) % n;
+    const int right = (r + 1) % n, left = (r + n - 1) % n, last_reduce = n - 2;
     detail::Wire<C> w{t, codec, ws, job.tag};
-    std::size_t sent = 0;
     codec::EncodeContext ctx = job.ctx;
     ctx.residual = {};
+    std::size_t sent = 0;
+    std::span<const std::byte> forward;  // all-gather: the message just received, sent on as is
 
-    for (int s = 0; s < n - 1; ++s) {
-      ctx.stream = detail::stream(r, s);
-      const auto out = w.encode(chunk(r - s), ctx);
-      const std::size_t got = t.sendrecv(right, out, left, ws.recv, job.tag);
-      w.decode_add(std::span<const std::byte>(ws.recv).first(got), chunk(r - s - 1));
-      sent += out.size();
-    }
-
-    const std::span<float> own = chunk(r + 1);
-    detail::finish_mean(own, job.average, n);
-    ctx.stream = detail::stream(r, n - 1);
-    std::span<const std::byte> out = w.encode_final(own, ctx);
-
-    for (int s = 0; s < n - 1; ++s) {
-      const std::span<float> next = chunk(r - s);
-      const std::span<std::byte> in = w.landing(next);
-      const std::size_t got = t.sendrecv(right, out, left, in, job.tag);
-      w.decode(in.first(got), next);
-      sent += out.size();
-      if constexpr (detail::raw_fp32<C>) {
-        out = std::as_bytes(next);  // forward the chunk we just received, in place
-      } else {
-        std::swap(ws.send, ws.recv);  // forward what we just received, untouched
-        out = std::span<const std::byte>(ws.send).first(got);
+    const std::size_t total = steps * k;
+    for (std::size_t m = 0; m < total + k; ++m) {
+      if (m >= k) {  // incoming message m-k: what this rank's message m is built from
+        const int s = static_cast<int>((m - k) / k);
+        const std::size_t j = (m - k) % k;
+        if (s <= last_reduce) {
+          w.recv_add(left, piece(r - s - 1, j));
+        } else {
+          const std::span<float> out = piece(r - (s - n + 1), j);
+          forward = w.recv_decode(left, out);
+        }
       }
+      if (m >= total) continue;
+      const int s = static_cast<int>(m / k);
+      const std::size_t j = m % k;
+      std::span<const std::byte> out;
+      ctx.stream = detail::stream(r, static_cast<int>(m));
+      if (s <= last_reduce) {
+        out = w.encode(piece(r - s, j), ctx);
+      } else if (s == last_reduce + 1) {  // this rank's fully reduced chunk r+1
+        const std::span<float> own = piece(r + 1, j);
+        detail::finish_mean(own, job.average, n);
+        out = w.encode_final(own, ctx);
+      } else {
+        out = forward;
+      }
+      t.send(right, job.tag, out);
+      sent += out.size();
     }
     return sent;
   }

@@ -72,10 +72,12 @@ struct Wire {
     const std::size_t got = t.recv(src, tag, ws.recv);
     decode_add(std::span<const std::byte>(ws.recv).first(got), acc);
   }
-  void recv_decode(int src, std::span<float> out) {
+  /// Returns the message as received (in `out` itself for raw fp32), for collectives that forward it.
+  std::span<const std::byte> recv_decode(int src, std::span<float> out) {
     const std::span<std::byte> in = landing(out);
     const std::size_t got = t.recv(src, tag, in);
     decode(in.first(got), out);
+    return in.first(got);
   }
 
  private:
