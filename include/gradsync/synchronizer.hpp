@@ -164,6 +164,23 @@ class Synchronizer {
     s.exposed_wait_seconds = exposed_wait_ns_.load() * 1e-9;
     return s;
   }
+  /// Error-feedback state, for checkpoints: the residuals a codec with needs_residual() keeps per
+  /// unit (onebit, topk, ef+...), every unit's back to back in units() order; empty for codecs
+  /// without one. Each rank has its own. Read it between iterations, after wait_all(): executors
+  /// update it while units are in flight.
+  std::span<const float> residuals() const { return residual_; }
+  /// Restores what residuals() returned on this rank of a run with the same layout and policies
+  /// (so resuming continues bit-identically). Call before the first gradient_ready or after
+  /// wait_all(); throws UsageError when the size differs or a unit is in flight.
+  void load_residuals(std::span<const float> saved) {
+    if (saved.size() != residual_.size())
+      throw UsageError("gradsync: load_residuals(): " + std::to_string(saved.size()) + " values, but codec '" +
+                       std::string(codec_.name()) + "' with these units keeps " + std::to_string(residual_.size()) +
+                       "; restore state saved with the same model, slicing and codec");
+    if (!std::ranges::all_of(layers_, [](const Layer& l) { return l.remaining.load() == 0; }))
+      throw UsageError("gradsync: load_residuals() while units are in flight; call wait_all() first");
+    std::ranges::copy(saved, residual_.begin());
+  }
   const std::vector<Unit>& units() const { return units_; }
   const ModelLayout& layout() const { return layout_; }
   /// "fixed:40000/forward/fp32/ring": the policies, as in the handshake.
