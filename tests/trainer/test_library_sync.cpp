@@ -46,10 +46,11 @@ TEST_CASE("P3 and WFBP policies train like the exact all-reduce (lossless codec)
   CHECK(exact.test_accuracy > 0.5);  // 4 classes: it learned something
 }
 
-// Error feedback keeps per-rank residuals in the synchronizer; a resume that dropped them would
-// send different gradients from the first resumed iteration on.
-TEST_CASE("Checkpoint + resume with an error-feedback codec is bit-identical (residuals restored)", "[trainer][sync]") {
-  for (const std::string codec : {"onebit:bypass=0", "topk:0.05:bypass=0"}) {
+// Error feedback keeps per-rank residuals in the synchronizer, and QSGD keys its rounding on the
+// synchronizer's iteration; a resume that dropped either would send different gradients from the
+// first resumed iteration on.
+TEST_CASE("Checkpoint + resume with lossy codecs is bit-identical (residuals, iteration restored)", "[trainer][sync]") {
+  for (const std::string codec : {"onebit:bypass=0", "topk:0.05:bypass=0", "ef+qsgd4:bypass=0", "qsgd4:bypass=0"}) {
     CAPTURE(codec);
     const gradsync::PolicyNames policies{.slicing = "fixed:300", .priority = "forward", .codec = codec, .collective = "ring"};
     const std::string whole = "gradsync_test_ef_whole.ckpt", part = "gradsync_test_ef_part.ckpt";
@@ -66,7 +67,8 @@ TEST_CASE("Checkpoint + resume with an error-feedback codec is bit-identical (re
     LibraryRun first_half(2, policies);
     train(c, first_half.factory());
     // The residuals are really there (nonzero), one file per rank.
-    for (std::size_t r = 0; r < 2; ++r) {
+    const bool residuals = codec.find("qsgd4") == std::string::npos || codec.starts_with("ef+");
+    for (std::size_t r = 0; r < 2 && residuals; ++r) {
       std::ifstream in(sync_state_path(part, r), std::ios::binary);
       const std::string bytes{std::istreambuf_iterator<char>(in), {}};
       REQUIRE(bytes.size() > 1000);
@@ -88,9 +90,11 @@ TEST_CASE("Checkpoint + resume with an error-feedback codec is bit-identical (re
     other_model.model.width = 0.25;
     LibraryRun wider(2, policies);
     CHECK_THROWS_WITH(train(other_model, wider.factory()), Catch::Contains("width"));
-    std::filesystem::remove(sync_state_path(part, 1));
-    LibraryRun missing(2, policies);
-    CHECK_THROWS_WITH(train(c, missing.factory()), Catch::Contains(".rank1") && Catch::Contains("codec state"));
+    if (residuals) {
+      std::filesystem::remove(sync_state_path(part, 1));
+      LibraryRun missing(2, policies);
+      CHECK_THROWS_WITH(train(c, missing.factory()), Catch::Contains(".rank1") && Catch::Contains("codec state"));
+    }
     for (const auto& f : {whole, part})
       for (const auto& path : {f, sync_state_path(f, 0), sync_state_path(f, 1)}) std::filesystem::remove(path);
   }

@@ -115,7 +115,10 @@ std::size_t load_checkpoint(const std::string& path, const TrainConfig& config, 
   }
   for (auto* b : model.buffers()) read_floats(in, b->span(), path, "buffers");
   const auto iteration = h["iteration"].get<std::size_t>();
-  if (!h.value("sync_state", false)) return iteration;
+  if (!h.value("sync_state", false)) {
+    sync.load_state(iteration, {});
+    return iteration;
+  }
 
   // Error-feedback residuals: each rank's own, in its own file beside the checkpoint.
   const std::string state = sync_state_path(path, rank);
@@ -129,7 +132,7 @@ std::size_t load_checkpoint(const std::string& path, const TrainConfig& config, 
                              std::to_string(iteration) + " (files from different checkpoints)");
   std::vector<float> saved(sync.state().size());
   read_floats(sin, saved, state, "codec residuals");
-  sync.load_state(saved);
+  sync.load_state(iteration, saved);
   return iteration;
 }
 
