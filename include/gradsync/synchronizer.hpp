@@ -164,6 +164,27 @@ class Synchronizer {
     s.exposed_wait_seconds = exposed_wait_ns_.load() * 1e-9;
     return s;
   }
+  // Checkpoints: what a resumed run needs to continue bit-identically, per rank. iteration():
+  // iterations finished (stochastic codecs key their random numbers on it); residuals(): the
+  // error-feedback memory of a codec with needs_residual() (onebit, topk, ef+...), every unit's
+  // back to back in units() order, empty otherwise. Read both between iterations, after
+  // wait_all(): executors update the residuals while units are in flight.
+  std::int64_t iteration() const { return iteration_.load(); }
+  std::span<const float> residuals() const { return residual_; }
+  /// Puts a new synchronizer (same layout and policies, on every rank) where a saved one was.
+  /// Call before the first gradient_ready; throws UsageError otherwise or when the residuals'
+  /// size differs.
+  void restore(std::int64_t iteration, std::span<const float> residuals) {
+    if (iteration < 0) throw UsageError("gradsync: restore(): negative iteration " + std::to_string(iteration));
+    if (residuals.size() != residual_.size())
+      throw UsageError("gradsync: restore(): " + std::to_string(residuals.size()) + " residual values, but codec '" +
+                       std::string(codec_.name()) + "' with these units keeps " + std::to_string(residual_.size()) +
+                       "; restore state saved with the same model, slicing and codec");
+    if (!std::ranges::all_of(layers_, [](const Layer& l) { return l.submitted.load() == -1; }))
+      throw UsageError("gradsync: restore() after gradient_ready; restore a newly constructed synchronizer");
+    std::ranges::copy(residuals, residual_.begin());
+    iteration_.store(iteration);
+  }
   const std::vector<Unit>& units() const { return units_; }
   const ModelLayout& layout() const { return layout_; }
   /// "fixed:40000/forward/fp32/ring": the policies, as in the handshake.

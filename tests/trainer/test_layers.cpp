@@ -41,6 +41,34 @@ TEST_CASE("Conv2d gradients (stride, padding, bias)", "[trainer][gradcheck]") {
   GradCheck{}.run(nobias, random_tensor({3, 2, 5, 5}, 12));
 }
 
+// Per-image (padded-width form at stride 1, plain im2col otherwise) and batched lowering: each
+// passes the finite-difference check, and both give the same output and gradients.
+TEST_CASE("Conv2d per-image and batched lowerings agree", "[trainer][gradcheck]") {
+  using L = Conv2d::Lowering;
+  for (auto [k, s, p, bias] : {std::tuple{3, 1, 1, false}, std::tuple{3, 1, 0, true}, std::tuple{5, 1, 2, true},
+                               std::tuple{3, 2, 1, true}, std::tuple{1, 1, 0, false}}) {
+    CAPTURE(k, s, p, bias);
+    const Tensor x = random_tensor({3, 2, 9, 7}, 21);
+    std::vector<Tensor> out, dx, dw;
+    for (L lowering : {L::per_image, L::batched}) {
+      Conv2d conv("conv", 2, 3, k, s, p, bias);
+      init(conv);
+      conv.set_lowering(lowering);
+      CHECK(GradCheck{}.run(conv, x) > 0);
+      Context ctx{.training = true};
+      out.push_back(conv.forward(x, ctx));
+      dx.push_back(conv.backward(random_tensor(out.back().shape(), 22), ctx));
+      dw.push_back(conv.weight.grad);
+    }
+    for (auto* pair : {&out, &dx, &dw}) {
+      const auto& a = (*pair)[0];
+      const auto& b = (*pair)[1];
+      REQUIRE(a.shape() == b.shape());
+      for (std::size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == Approx(b[i]).margin(1e-5));
+    }
+  }
+}
+
 TEST_CASE("BatchNorm2d gradients in train mode", "[trainer][gradcheck]") {
   BatchNorm2d bn("bn", 3);
   init(bn);

@@ -1,6 +1,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "gradsync/trainer/trainer.hpp"
@@ -9,6 +10,7 @@ namespace gradsync::trainer {
 
 namespace {
 constexpr char magic[8] = {'G', 'S', 'Y', 'N', 'C', 'K', 'P', '1'};
+constexpr char state_magic[8] = {'G', 'S', 'Y', 'N', 'C', 'S', 'T', '1'};
 
 // What must match for a resume to continue the same run.
 nlohmann::json identity(const TrainConfig& c) {
@@ -16,69 +18,122 @@ nlohmann::json identity(const TrainConfig& c) {
           {"dataset", c.dataset},  {"batch", c.batch},         {"ranks", c.ranks},       {"seed", c.seed}};
 }
 
-void write_floats(std::ofstream& out, const Tensor& t) {
-  const std::uint64_t n = t.size();
+void write_floats(std::ofstream& out, std::span<const float> v) {
+  const std::uint64_t n = v.size();
   out.write(reinterpret_cast<const char*>(&n), sizeof n);
-  out.write(reinterpret_cast<const char*>(t.data()), std::streamsize(n * sizeof(float)));
+  out.write(reinterpret_cast<const char*>(v.data()), std::streamsize(n * sizeof(float)));
 }
 
-void read_floats(std::ifstream& in, Tensor& t, const std::string& path, const std::string& what) {
+void read_floats(std::ifstream& in, std::span<float> v, const std::string& path, const std::string& what) {
   std::uint64_t n = 0;
   in.read(reinterpret_cast<char*>(&n), sizeof n);
-  if (!in || n != t.size())
-    throw std::runtime_error(path + ": " + what + " has " + std::to_string(n) + " values, the model " +
-                             std::to_string(t.size()) + " (truncated file or different model)");
-  in.read(reinterpret_cast<char*>(t.data()), std::streamsize(n * sizeof(float)));
+  if (!in || n != v.size())
+    throw std::runtime_error(path + ": " + what + " has " + std::to_string(n) + " values, this run " +
+                             std::to_string(v.size()) + " (truncated file or different model)");
+  in.read(reinterpret_cast<char*>(v.data()), std::streamsize(n * sizeof(float)));
   if (!in) throw std::runtime_error(path + ": truncated in " + what);
 }
-}  // namespace
 
-void save_checkpoint(const std::string& path, const TrainConfig& config, std::size_t iteration, const Model& model,
-                     Optimizer& optimizer) {
-  const std::string tmp = path + ".tmp";  // written aside, then renamed: never a half checkpoint
+// Writes `path` aside, then renames it into place: never a half-written file.
+void write_atomically(const std::string& path, const std::function<void(std::ofstream&)>& body) {
+  const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw std::runtime_error(tmp + ": cannot write checkpoint");
-    const std::string header = nlohmann::json{{"config", identity(config)}, {"iteration", iteration}}.dump();
-    const std::uint64_t len = header.size();
-    out.write(magic, sizeof magic);
-    out.write(reinterpret_cast<const char*>(&len), sizeof len);
-    out.write(header.data(), std::streamsize(len));
-    for (auto* p : model.params()) {
-      write_floats(out, p->value);
-      write_floats(out, optimizer.state().at(p->index));
-    }
-    for (auto* b : model.buffers()) write_floats(out, *b);
+    body(out);
     if (!out) throw std::runtime_error(tmp + ": write failed");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error(path + ": cannot rename " + tmp + " to it");
 }
 
-std::size_t load_checkpoint(const std::string& path, const TrainConfig& config, Model& model, Optimizer& optimizer) {
+void write_header(std::ofstream& out, const char (&m)[8], const nlohmann::json& header) {
+  const std::string text = header.dump();
+  const std::uint64_t len = text.size();
+  out.write(m, sizeof m);
+  out.write(reinterpret_cast<const char*>(&len), sizeof len);
+  out.write(text.data(), std::streamsize(len));
+}
+
+nlohmann::json read_header(std::ifstream& in, const char (&m)[8], const std::string& path, const char* what) {
+  char got[sizeof m];
+  std::uint64_t len = 0;
+  in.read(got, sizeof got);
+  in.read(reinterpret_cast<char*>(&len), sizeof len);
+  if (!in || std::memcmp(got, m, sizeof m) != 0 || len > (1u << 20))
+    throw std::runtime_error(path + ": not a " + what);
+  std::string text(len, '\0');
+  in.read(text.data(), std::streamsize(len));
+  nlohmann::json h = nlohmann::json::parse(text, nullptr, false);
+  if (!in || h.is_discarded() || !h.contains("iteration")) throw std::runtime_error(path + ": corrupt " + what + " header");
+  return h;
+}
+}  // namespace
+
+std::string sync_state_path(const std::string& checkpoint, std::size_t rank) {
+  return checkpoint + ".rank" + std::to_string(rank);
+}
+
+void save_checkpoint(const std::string& path, const TrainConfig& config, std::size_t iteration, const Model& model,
+                     Optimizer& optimizer, const GradientSync& sync) {
+  write_atomically(path, [&](std::ofstream& out) {
+    write_header(out, magic, {{"config", identity(config)}, {"iteration", iteration}, {"sync", sync.describe()},
+                              {"sync_state", !sync.state().empty()}});
+    for (auto* p : model.params()) {
+      write_floats(out, p->value.span());
+      write_floats(out, optimizer.state().at(p->index).span());
+    }
+    for (auto* b : model.buffers()) write_floats(out, b->span());
+  });
+}
+
+void save_sync_state(const std::string& path, std::size_t rank, std::size_t iteration, const GradientSync& sync) {
+  if (sync.state().empty()) return;
+  write_atomically(sync_state_path(path, rank), [&](std::ofstream& out) {
+    write_header(out, state_magic, {{"iteration", iteration}, {"rank", rank}, {"sync", sync.describe()}});
+    write_floats(out, sync.state());
+  });
+}
+
+std::size_t load_checkpoint(const std::string& path, const TrainConfig& config, Model& model, Optimizer& optimizer,
+                            GradientSync& sync, std::size_t rank) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(path + ": cannot open checkpoint");
-  char m[sizeof magic];
-  std::uint64_t len = 0;
-  in.read(m, sizeof m);
-  in.read(reinterpret_cast<char*>(&len), sizeof len);
-  if (!in || std::memcmp(m, magic, sizeof magic) != 0 || len > (1u << 20))
-    throw std::runtime_error(path + ": not a gradsync-train checkpoint");
-  std::string header(len, '\0');
-  in.read(header.data(), std::streamsize(len));
-  nlohmann::json h = nlohmann::json::parse(header, nullptr, false);
-  if (!in || h.is_discarded() || !h.contains("config") || !h.contains("iteration"))
-    throw std::runtime_error(path + ": corrupt checkpoint header");
+  nlohmann::json h = read_header(in, magic, path, "gradsync-train checkpoint");
+  if (!h.contains("config")) throw std::runtime_error(path + ": corrupt gradsync-train checkpoint header");
   const auto want = identity(config);
   for (auto& [key, value] : want.items())
     if (h["config"][key] != value)
       throw std::runtime_error(path + ": checkpoint has " + key + " = " + h["config"][key].dump() + ", this run " +
                                value.dump() + " (resume with the same configuration)");
+  const std::string sync_text = h.value("sync", "exact all-reduce");
+  if (sync_text != sync.describe())
+    throw std::runtime_error(path + ": checkpoint was written with synchronization '" + sync_text + "', this run uses '" +
+                             sync.describe() + "' (resume with the same --sync, slicing, priority, codec and collective)");
   for (auto* p : model.params()) {
-    read_floats(in, p->value, path, p->name);
-    read_floats(in, optimizer.state().at(p->index), path, p->name + " momentum");
+    read_floats(in, p->value.span(), path, p->name);
+    read_floats(in, optimizer.state().at(p->index).span(), path, p->name + " momentum");
   }
-  for (auto* b : model.buffers()) read_floats(in, *b, path, "buffers");
-  return h["iteration"].get<std::size_t>();
+  for (auto* b : model.buffers()) read_floats(in, b->span(), path, "buffers");
+  const auto iteration = h["iteration"].get<std::size_t>();
+  if (!h.value("sync_state", false)) {
+    sync.load_state(iteration, {});
+    return iteration;
+  }
+
+  // Error-feedback residuals: each rank's own, in its own file beside the checkpoint.
+  const std::string state = sync_state_path(path, rank);
+  std::ifstream sin(state, std::ios::binary);
+  if (!sin) throw std::runtime_error(state + ": cannot open rank " + std::to_string(rank) + "'s codec state (" + path +
+                                     " needs it: keep the .rank<N> files with the checkpoint)");
+  const nlohmann::json sh = read_header(sin, state_magic, state, "gradsync-train codec state");
+  if (sh["iteration"] != h["iteration"] || !sh.contains("rank") || sh["rank"] != rank)
+    throw std::runtime_error(state + ": codec state of rank " + sh.value("rank", nlohmann::json()).dump() +
+                             " at iteration " + sh["iteration"].dump() + ", but " + path + " is at iteration " +
+                             std::to_string(iteration) + " (files from different checkpoints)");
+  std::vector<float> saved(sync.state().size());
+  read_floats(sin, saved, state, "codec residuals");
+  sync.load_state(iteration, saved);
+  return iteration;
 }
 
 }  // namespace gradsync::trainer

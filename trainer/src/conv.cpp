@@ -30,16 +30,47 @@ Conv2d::Conv2d(std::string name, std::size_t in, std::size_t out, std::size_t ke
   }
 }
 
+Conv2d::Shifted Conv2d::shifted(std::size_t h, std::size_t w, std::size_t oh) {
+  Shifted g;
+  g.wp = w + 2 * pad_;
+  g.plane = (h + 2 * pad_) * g.wp + k_ - 1;
+  g.positions = oh * g.wp;
+  padded_.resize({in_, g.plane});
+  col_.resize({in_ * k_ * k_, g.positions});
+  chunk_.resize({out_, g.positions});
+  return g;
+}
+
+void Conv2d::pad_image(const float* x, std::size_t h, std::size_t w, const Shifted& g) {
+  backend::for_each(in_, kernels::PadImage{x, padded_.data(), h, w, pad_, g.plane}, g.plane);
+  backend::for_each(in_ * k_ * k_, kernels::ShiftedIm2col{padded_.data(), col_.data(), k_, g.wp, g.plane, g.positions},
+                    g.positions);
+}
+
 Tensor Conv2d::do_forward(const Tensor& x, Context& ctx) {
   expect_shape(x.rank() == 4 && x.dim(1) == in_, name().c_str(), "[N, in, H, W]", x.shape());
   const std::size_t n = x.dim(0), h = x.dim(2), w = x.dim(3);
   if (h + 2 * pad_ < k_ || w + 2 * pad_ < k_)
     throw std::invalid_argument(name() + ": input " + to_string(x.shape()) + " is smaller than the kernel");
   const std::size_t oh = (h + 2 * pad_ - k_) / stride_ + 1, ow = (w + 2 * pad_ - k_) / stride_ + 1;
-  const std::size_t rows = in_ * k_ * k_, s = oh * ow, nb_max = chunk_images(n, rows, s);
+  const std::size_t rows = in_ * k_ * k_, s = oh * ow;
+  const std::size_t nb_max = per_image(s) ? 1 : chunk_images(n, rows, s);
   Tensor y({n, out_, oh, ow});
-  std::vector<float> chunk_out(nb_max > 1 ? out_ * nb_max * s : 0);
-  col_.resize(rows * nb_max * s);
+  if (nb_max == 1 && stride_ == 1) {  // padded-width form (kernels.hpp): contiguous im2col rows
+    const Shifted g = shifted(h, w, oh);
+    for (std::size_t i = 0; i < n; ++i) {
+      pad_image(x.data() + i * in_ * h * w, h, w, g);
+      backend::gemm(false, false, out_, g.positions, rows, 1.0f, weight.value.data(), rows, col_.data(), g.positions,
+                    0.0f, chunk_.data(), g.positions);
+      backend::for_each(out_, kernels::CropColumns{chunk_.data(), has_bias_ ? bias.value.data() : nullptr,
+                                                   y.data() + i * out_ * s, oh, ow, g.wp}, g.positions);
+    }
+    if (ctx.training) input_ = x;
+    col_valid_ = false;
+    return y;
+  }
+  col_.resize({rows, nb_max * s});
+  if (nb_max > 1) chunk_.resize({out_, nb_max * s});
   for (std::size_t b0 = 0; b0 < n; b0 += nb_max) {
     const std::size_t nb = std::min(nb_max, n - b0), ld = nb * s;
     for (std::size_t i = 0; i < nb; ++i)
@@ -52,9 +83,9 @@ Tensor Conv2d::do_forward(const Tensor& x, Context& ctx) {
         backend::for_each(out_, kernels::ChunkToNchw{yb, bias.value.data(), yb, out_, s, 1}, s);
     } else {
       backend::gemm(false, false, out_, ld, rows, 1.0f, weight.value.data(), rows, col_.data(), ld, 0.0f,
-                    chunk_out.data(), ld);
-      backend::for_each(nb * out_, kernels::ChunkToNchw{chunk_out.data(), has_bias_ ? bias.value.data() : nullptr,
-                                                         yb, out_, s, nb}, s);
+                    chunk_.data(), ld);
+      backend::for_each(nb * out_, kernels::ChunkToNchw{chunk_.data(), has_bias_ ? bias.value.data() : nullptr, yb,
+                                                         out_, s, nb}, s);
     }
   }
   if (ctx.training) input_ = x;
@@ -66,48 +97,78 @@ Tensor Conv2d::do_forward(const Tensor& x, Context& ctx) {
 Tensor Conv2d::backward(const Tensor& dy, Context& ctx) {
   const std::size_t n = input_.dim(0), h = input_.dim(2), w = input_.dim(3);
   const std::size_t oh = dy.dim(2), ow = dy.dim(3), s = oh * ow, rows = in_ * k_ * k_;
-  const std::size_t nb_max = chunk_images(n, rows, s);
-  std::vector<float> dchunk(out_ * nb_max * s);  // dy of a chunk as [out, nb * S]
-  col_.resize(rows * nb_max * s);
+  const std::size_t nb_max = per_image(s) ? 1 : chunk_images(n, rows, s);
+  auto im2col = [&](std::size_t b0, std::size_t nb) {
+    for (std::size_t i = 0; i < nb; ++i)
+      backend::for_each(rows, kernels::Im2col{input_.data() + (b0 + i) * in_ * h * w, col_.data(), h, w, k_, stride_,
+                                              pad_, oh, ow, nb * s, i * s}, s);
+  };
+  auto col2im = [&](std::size_t b0, std::size_t nb, Tensor& dx) {
+    for (std::size_t i = 0; i < nb; ++i)
+      backend::for_each(in_, kernels::Col2im{col_.data(), dx.data() + (b0 + i) * in_ * h * w, h, w, k_, stride_,
+                                             pad_, oh, ow, nb * s, i * s}, k_ * k_ * s);
+  };
+  if (has_bias_) backend::for_each(out_, kernels::ChannelSum{dy.data(), bias.grad.data(), n, out_, s}, n * s);
+  Tensor dx(input_.shape());
+  if (nb_max == 1 && stride_ == 1) {  // padded-width form, as in forward
+    const Shifted g = shifted(h, w, oh);
+    auto widen = [&](std::size_t i) {
+      backend::for_each(out_, kernels::WidenColumns{dy.data() + i * out_ * s, chunk_.data(), oh, ow, g.wp}, g.positions);
+    };
+    for (std::size_t i = 0; i < n; ++i) {
+      pad_image(input_.data() + i * in_ * h * w, h, w, g);
+      widen(i);
+      backend::gemm(false, true, out_, rows, g.positions, 1.0f, chunk_.data(), g.positions, col_.data(), g.positions,
+                    i == 0 ? 0.0f : 1.0f, weight.grad.data(), rows);
+    }
+    grads_ready(ctx);
+    for (std::size_t i = 0; i < n; ++i) {
+      widen(i);
+      backend::gemm(true, false, rows, g.positions, out_, 1.0f, weight.value.data(), rows, chunk_.data(), g.positions,
+                    0.0f, col_.data(), g.positions);
+      backend::for_each(in_, kernels::ShiftedCol2im{col_.data(), padded_.data(), dx.data() + i * in_ * h * w, h, w, k_,
+                                                    pad_, g.plane, g.positions}, k_ * k_ * g.positions);
+    }
+    return dx;
+  }
+  col_.resize({rows, nb_max * s});
+  if (nb_max == 1) {  // per image: dy_i is already [out, S], no gather
+    for (std::size_t i = 0; i < n; ++i) {
+      im2col(i, 1);
+      backend::gemm(false, true, out_, rows, s, 1.0f, dy.data() + i * out_ * s, s, col_.data(), s, i == 0 ? 0.0f : 1.0f,
+                    weight.grad.data(), rows);
+    }
+    grads_ready(ctx);  // parameter gradients first: the synchronizer starts on them during pass 2
+    for (std::size_t i = 0; i < n; ++i) {
+      backend::gemm(true, false, rows, s, out_, 1.0f, weight.value.data(), rows, dy.data() + i * out_ * s, s, 0.0f,
+                    col_.data(), s);
+      col2im(i, 1, dx);
+    }
+    col_valid_ = false;
+    return dx;
+  }
+  chunk_.resize({out_, nb_max * s});  // dy of a chunk as [out, nb * S]
   auto gather = [&](std::size_t b0, std::size_t nb) {
-    backend::for_each(nb * out_, kernels::NchwToChunk{dy.data() + b0 * out_ * s, dchunk.data(), out_, s, nb}, s);
+    backend::for_each(nb * out_, kernels::NchwToChunk{dy.data() + b0 * out_ * s, chunk_.data(), out_, s, nb}, s);
   };
   // Pass 1: parameter gradients, so they can be handed to the synchronizer before the input gradient.
   for (std::size_t b0 = 0; b0 < n; b0 += nb_max) {
     const std::size_t nb = std::min(nb_max, n - b0), ld = nb * s;
-    if (!col_valid_)
-      for (std::size_t i = 0; i < nb; ++i)
-        backend::for_each(rows, kernels::Im2col{input_.data() + (b0 + i) * in_ * h * w, col_.data(), h, w, k_,
-                                                stride_, pad_, oh, ow, ld, i * s}, s);
+    if (!col_valid_) im2col(b0, nb);
     gather(b0, nb);
-    backend::gemm(false, true, out_, rows, ld, 1.0f, dchunk.data(), ld, col_.data(), ld, b0 == 0 ? 0.0f : 1.0f,
+    backend::gemm(false, true, out_, rows, ld, 1.0f, chunk_.data(), ld, col_.data(), ld, b0 == 0 ? 0.0f : 1.0f,
                   weight.grad.data(), rows);
   }
-  if (has_bias_) backend::for_each(out_, kernels::ChannelSum{dy.data(), bias.grad.data(), n, out_, s}, n * s);
   grads_ready(ctx);
   col_valid_ = false;  // pass 2 overwrites col_ with the column gradient
-  // Pass 2: input gradient, dcol = W^T dY, then col2im. Large maps go one image at a time (dy_i is
-  // already [out, S] in NCHW), so dcol is still in cache for col2im instead of making a round trip
-  // to memory; small maps keep whole chunks, where per-image products would be too thin.
-  Tensor dx(input_.shape());
-  if (s >= 64) {
-    for (std::size_t i = 0; i < n; ++i) {
-      backend::gemm(true, false, rows, s, out_, 1.0f, weight.value.data(), rows, dy.data() + i * out_ * s, s, 0.0f,
-                    col_.data(), s);
-      backend::for_each(in_, kernels::Col2im{col_.data(), dx.data() + i * in_ * h * w, h, w, k_, stride_, pad_, oh,
-                                             ow, s, 0}, k_ * k_ * s);
-    }
-    return dx;
-  }
+  // Pass 2: input gradient, dcol = W^T dY, then col2im.
   const bool single_chunk = nb_max >= n;
   for (std::size_t b0 = 0; b0 < n; b0 += nb_max) {
     const std::size_t nb = std::min(nb_max, n - b0), ld = nb * s;
     if (!single_chunk) gather(b0, nb);
-    backend::gemm(true, false, rows, ld, out_, 1.0f, weight.value.data(), rows, dchunk.data(), ld, 0.0f, col_.data(),
+    backend::gemm(true, false, rows, ld, out_, 1.0f, weight.value.data(), rows, chunk_.data(), ld, 0.0f, col_.data(),
                   ld);
-    for (std::size_t i = 0; i < nb; ++i)
-      backend::for_each(in_, kernels::Col2im{col_.data(), dx.data() + (b0 + i) * in_ * h * w, h, w, k_, stride_, pad_,
-                                             oh, ow, ld, i * s}, k_ * k_ * s);
+    col2im(b0, nb, dx);
   }
   return dx;
 }

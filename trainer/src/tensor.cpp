@@ -1,8 +1,59 @@
 #include "gradsync/trainer/tensor.hpp"
 
 #include <algorithm>
+#include <new>
+#include <unordered_map>
+#include <vector>
 
 namespace gradsync::trainer {
+
+namespace detail {
+namespace {
+constexpr std::size_t pool_min_bytes = std::size_t(1) << 16;   // smaller blocks: malloc's own bins do well
+constexpr std::size_t pool_max_bytes = std::size_t(1) << 29;   // per thread; beyond it blocks go back
+constexpr std::align_val_t pool_align{64};                     // a cache line: aligned vector loads
+
+// Free blocks by exact float count; a block freed on another thread joins that thread's pool.
+thread_local bool pool_gone = false;  // trivially destructible: still readable after ~Pool
+struct Pool {
+  std::unordered_map<std::size_t, std::vector<float*>> free;
+  std::size_t bytes = 0;
+  ~Pool() {
+    pool_gone = true;  // tensors destroyed later on this thread (statics) are freed directly
+    for (auto& [n, blocks] : free)
+      for (float* p : blocks) ::operator delete(p, pool_align);
+  }
+};
+thread_local Pool pool;
+}  // namespace
+
+float* pool_allocate(std::size_t n) {
+  const std::size_t bytes = n * sizeof(float);
+  if (bytes >= pool_min_bytes && !pool_gone) {
+    auto it = pool.free.find(n);
+    if (it != pool.free.end() && !it->second.empty()) {
+      float* p = it->second.back();
+      it->second.pop_back();
+      pool.bytes -= bytes;
+      return p;
+    }
+  }
+  return static_cast<float*>(::operator new(bytes, pool_align));
+}
+
+void pool_deallocate(float* p, std::size_t n) noexcept {
+  const std::size_t bytes = n * sizeof(float);
+  if (bytes >= pool_min_bytes && !pool_gone && pool.bytes + bytes <= pool_max_bytes) {
+    try {
+      pool.free[n].push_back(p);
+      pool.bytes += bytes;
+      return;
+    } catch (const std::bad_alloc&) {  // no room to remember it: release it instead
+    }
+  }
+  ::operator delete(p, pool_align);
+}
+}  // namespace detail
 
 std::string to_string(const Shape& s) {
   std::string out = "[";

@@ -30,6 +30,7 @@ class Rank final : public StepHooks {
   Model& model() { return *model_; }
   double wait_seconds() const { return wait_seconds_; }
   Optimizer& optimizer() { return opt_; }
+  GradientSync& sync() { return *sync_; }
 
   // Forward of a layer: its gradients from the last iteration must be aggregated and applied first.
   void before_forward(std::span<Param* const> params) override {
@@ -199,7 +200,7 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
       backend::set_threads(threads_per_rank);
       Rank rank(cfg, r, make_sync);
       std::size_t start = 0;
-      if (!cfg.resume.empty()) start = load_checkpoint(cfg.resume, cfg, rank.model(), rank.optimizer());
+      if (!cfg.resume.empty()) start = load_checkpoint(cfg.resume, cfg, rank.model(), rank.optimizer(), rank.sync(), r);
       if (start > total)
         throw std::invalid_argument(cfg.resume + ": checkpoint is at iteration " + std::to_string(start) +
                                     ", past this run's " + std::to_string(total));
@@ -218,12 +219,18 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
         loader.batch(epoch, index, x, y);
         const auto [loss, ok] = rank.step(x, y, cfg.seed, it, schedule(it));
         ++done_in_run;
+        const bool epoch_end = index == bpe - 1 || it + 1 == total;
+        const bool save_now = !cfg.checkpoint.empty() && (epoch_end || it + 1 == end ||
+                                                          (cfg.checkpoint_every && (it + 1) % cfg.checkpoint_every == 0));
+        if (save_now) {  // every rank: its codec residuals, once its units of this iteration are done
+          rank.flush();
+          save_sync_state(cfg.checkpoint, r, it + 1, rank.sync());
+        }
         if (!lead) continue;
         loss_sum += loss;
         correct += double(ok);
         labels += double(y.size());
         ++em.iterations;
-        const bool epoch_end = index == bpe - 1 || it + 1 == total;
         if (cfg.progress && (since(last_print) > 1.0 || epoch_end)) {
           const double elapsed = since(run_start), rate = double(done_in_run * cfg.batch * world) / elapsed;
           std::fprintf(stderr, "\repoch %zu/%zu  iter %zu/%zu  loss %.4f  acc %.3f  %.0f img/s  ETA %s   ", epoch + 1,
@@ -231,10 +238,8 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
                        clock_text(elapsed / double(done_in_run) * double(total - it - 1)).c_str());
           last_print = Clock::now();
         }
-        const bool save_now = !cfg.checkpoint.empty() && (epoch_end || it + 1 == end ||
-                                                          (cfg.checkpoint_every && (it + 1) % cfg.checkpoint_every == 0));
-        if (epoch_end || save_now) rank.flush();
         if (epoch_end) {
+          rank.flush();
           em.epoch = epoch + 1;
           em.seconds = since(epoch_start);
           train_seconds += em.seconds;
@@ -254,7 +259,7 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
           em = EpochMetrics{};
           loss_sum = correct = labels = 0;
         }
-        if (save_now) save_checkpoint(cfg.checkpoint, cfg, it + 1, rank.model(), rank.optimizer());
+        if (save_now) save_checkpoint(cfg.checkpoint, cfg, it + 1, rank.model(), rank.optimizer(), rank.sync());
         if (epoch_end) epoch_start = Clock::now();
       }
       rank.flush();

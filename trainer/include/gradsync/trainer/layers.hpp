@@ -15,15 +15,38 @@ class Conv2d final : public Module {
   Tensor backward(const Tensor& dy, Context& ctx) override;
   Param weight, bias;  ///< weight [out, in, k, k]; bias [out] (empty when disabled)
 
+  /// How the convolution becomes GEMMs over im2col columns. per_image: one image at a time, its
+  /// column matrix still in cache for the product, straight into and out of NCHW (large maps;
+  /// with stride 1 in padded-width form, see kernels.hpp);
+  /// batched: many images side by side, so small maps still give wide products. automatic picks
+  /// per_image for output maps of at least 64 positions. Both compute the same thing; tests pin
+  /// each to compare them.
+  enum class Lowering { automatic, per_image, batched };
+  void set_lowering(Lowering l) { lowering_ = l; }
+
  protected:
   Tensor do_forward(const Tensor& x, Context& ctx) override;
 
  private:
+  bool per_image(std::size_t positions) const {
+    return lowering_ == Lowering::per_image || (lowering_ == Lowering::automatic && positions >= 64);
+  }
+  // Padded-width geometry of one image (stride 1, per image; kernels.hpp): row width, plane
+  // size, output positions incl. junk columns. Sizes the buffers.
+  struct Shifted {
+    std::size_t wp = 0, plane = 0, positions = 0;
+  };
+  Shifted shifted(std::size_t h, std::size_t w, std::size_t oh);
+  void pad_image(const float* x, std::size_t h, std::size_t w, const Shifted& g);  // x -> padded_ -> col_
+
   std::size_t in_, out_, k_, stride_, pad_;
   bool has_bias_;
+  Lowering lowering_ = Lowering::automatic;
   Tensor input_;            // saved input for backward
-  std::vector<float> col_;  // column matrix (one chunk of images)
-  bool col_valid_ = false;  // col_ holds the last training forward's whole batch
+  Tensor col_;              // column matrix (one image, or one chunk of images)
+  Tensor chunk_;            // GEMM output / gathered or widened dy as [out, images * positions]
+  Tensor padded_;           // padded-width planes of one image (input, or input-gradient scratch)
+  bool col_valid_ = false;  // col_ holds the last training forward's whole batch (batched)
 };
 
 /// Batch normalization over N (and H, W) per channel; accepts [N, C] or [N, C, H, W].

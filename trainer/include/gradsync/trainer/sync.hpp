@@ -13,6 +13,8 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace gradsync::trainer {
@@ -22,6 +24,18 @@ struct GradientSync {
   virtual void wait_for(std::size_t tensor) = 0;
   virtual void finish_iteration() = 0;
   virtual ~GradientSync() = default;
+
+  // Checkpoints. state(): what this rank's synchronizer must carry across a resume to continue
+  // bit-identically besides the iteration (error-feedback residuals); empty when nothing. Called
+  // between iterations, after wait_for on every tensor. load_state: before the first
+  // gradient_ready of a resumed run, with the iteration it continues from (stochastic codecs key
+  // their random numbers on it) and the saved state. describe() names the synchronization
+  // (policies and codec): a resume must use the same.
+  virtual std::span<const float> state() const { return {}; }
+  virtual void load_state(std::size_t /*iteration*/, std::span<const float> saved) {
+    if (!saved.empty()) throw std::invalid_argument("this synchronizer keeps no state to restore");
+  }
+  virtual std::string describe() const { return "exact all-reduce"; }
 };
 
 /// One rank: the local gradient is already the mean.
