@@ -17,9 +17,10 @@ nlohmann::json identity(const TrainConfig& c) {
 }
 
 void write_floats(std::ofstream& out, const Tensor& t) {
-  const std::uint64_t n = t.size();
+  const std::vector<float> v = t.to_host();
+  const std::uint64_t n = v.size();
   out.write(reinterpret_cast<const char*>(&n), sizeof n);
-  out.write(reinterpret_cast<const char*>(t.data()), std::streamsize(n * sizeof(float)));
+  out.write(reinterpret_cast<const char*>(v.data()), std::streamsize(n * sizeof(float)));
 }
 
 void read_floats(std::ifstream& in, Tensor& t, const std::string& path, const std::string& what) {
@@ -28,8 +29,10 @@ void read_floats(std::ifstream& in, Tensor& t, const std::string& path, const st
   if (!in || n != t.size())
     throw std::runtime_error(path + ": " + what + " has " + std::to_string(n) + " values, the model " +
                              std::to_string(t.size()) + " (truncated file or different model)");
-  in.read(reinterpret_cast<char*>(t.data()), std::streamsize(n * sizeof(float)));
+  std::vector<float> v(n);
+  in.read(reinterpret_cast<char*>(v.data()), std::streamsize(n * sizeof(float)));
   if (!in) throw std::runtime_error(path + ": truncated in " + what);
+  t.from_host(v);
 }
 }  // namespace
 

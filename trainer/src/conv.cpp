@@ -38,7 +38,7 @@ Tensor Conv2d::do_forward(const Tensor& x, Context& ctx) {
   const std::size_t oh = (h + 2 * pad_ - k_) / stride_ + 1, ow = (w + 2 * pad_ - k_) / stride_ + 1;
   const std::size_t rows = in_ * k_ * k_, s = oh * ow, nb_max = chunk_images(n, rows, s);
   Tensor y({n, out_, oh, ow});
-  std::vector<float> chunk_out(nb_max > 1 ? out_ * nb_max * s : 0);
+  Buffer<float> chunk_out(nb_max > 1 ? out_ * nb_max * s : 0);
   col_.resize(rows * nb_max * s);
   for (std::size_t b0 = 0; b0 < n; b0 += nb_max) {
     const std::size_t nb = std::min(nb_max, n - b0), ld = nb * s;
@@ -67,7 +67,7 @@ Tensor Conv2d::backward(const Tensor& dy, Context& ctx) {
   const std::size_t n = input_.dim(0), h = input_.dim(2), w = input_.dim(3);
   const std::size_t oh = dy.dim(2), ow = dy.dim(3), s = oh * ow, rows = in_ * k_ * k_;
   const std::size_t nb_max = chunk_images(n, rows, s);
-  std::vector<float> dchunk(out_ * nb_max * s);  // dy of a chunk as [out, nb * S]
+  Buffer<float> dchunk(out_ * nb_max * s);  // dy of a chunk as [out, nb * S]
   col_.resize(rows * nb_max * s);
   auto gather = [&](std::size_t b0, std::size_t nb) {
     backend::for_each(nb * out_, kernels::NchwToChunk{dy.data() + b0 * out_ * s, dchunk.data(), out_, s, nb}, s);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "gradsync/trainer/kernels.hpp"
+
 namespace gradsync::trainer {
 
 std::string to_string(const Shape& s) {
@@ -33,7 +35,26 @@ void Tensor::resize(const Shape& shape) {
   data_.resize(product(shape));
 }
 
-void Tensor::fill(float v) { std::fill(data_.begin(), data_.end(), v); }
+void Tensor::fill(float v) { backend::for_each(size(), kernels::Fill{data(), v}); }
+
+std::vector<float> Tensor::to_host() const {
+#if defined(GRADSYNC_TRAINER_CUDA)
+  return data_.to_host();
+#else
+  return {data_.begin(), data_.end()};
+#endif
+}
+
+void Tensor::from_host(std::span<const float> values) {
+  if (values.size() != size())
+    throw std::invalid_argument("tensor " + to_string(shape_) + ": " + std::to_string(values.size()) +
+                                " values from the host");
+#if defined(GRADSYNC_TRAINER_CUDA)
+  data_.from_host(values);
+#else
+  std::copy(values.begin(), values.end(), data_.begin());
+#endif
+}
 
 void expect_shape(bool ok, const char* what, const char* expected, const Shape& got) {
   if (!ok) throw std::invalid_argument(std::string(what) + ": expected " + expected + ", got " + to_string(got));

@@ -1,7 +1,9 @@
 #pragma once
-// Tensor: a float array with a shape (NCHW for images, [N, T, F] for sequences) in host memory.
-// Value semantics (copying copies the data); kernels take raw pointers so that a device backend
-// can hand them device pointers instead.
+// Tensor: a float array with a shape (NCHW for images, [N, T, F] for sequences) in backend memory:
+// host memory, or device memory in the CUDA build (GRADSYNC_TRAINER_CUDA). Value semantics
+// (copying copies the data); kernels take raw pointers. Host code reaches the values through
+// to_host / from_host, which copy on the device build and cost a copy on the host build; the
+// element accessors (operator[], span) exist on the host build only.
 #include <cstddef>
 #include <initializer_list>
 #include <memory>
@@ -9,6 +11,10 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#if defined(GRADSYNC_TRAINER_CUDA)
+#include "gradsync/trainer/device_array.hpp"
+#endif
 
 namespace gradsync::trainer {
 
@@ -26,6 +32,15 @@ struct DefaultInitAllocator : std::allocator<T> {
   template <class U, class... A>
   void construct(U* p, A&&... a) { ::new (static_cast<void*>(p)) U(std::forward<A>(a)...); }
 };
+
+/// Backend memory for n T's (kernel buffers: tensors, pooling indices, labels).
+#if defined(GRADSYNC_TRAINER_CUDA)
+template <class T>
+using Buffer = DeviceArray<T>;
+#else
+template <class T>
+using Buffer = std::vector<T, DefaultInitAllocator<T>>;
+#endif
 
 std::string to_string(const Shape& s);
 std::size_t product(const Shape& s);
@@ -45,10 +60,16 @@ class Tensor {
 
   float* data() { return data_.data(); }
   const float* data() const { return data_.data(); }
+#if !defined(GRADSYNC_TRAINER_CUDA)
   std::span<float> span() { return data_; }
   std::span<const float> span() const { return data_; }
   float& operator[](std::size_t i) { return data_[i]; }
   float operator[](std::size_t i) const { return data_[i]; }
+#endif
+  /// The values in host memory, on either backend.
+  std::vector<float> to_host() const;
+  /// Overwrites the values from host memory (same size).
+  void from_host(std::span<const float> values);
 
   /// Same data, new shape of equal size.
   Tensor reshaped(Shape shape) const&;
@@ -59,8 +80,26 @@ class Tensor {
 
  private:
   Shape shape_;
-  std::vector<float, DefaultInitAllocator<float>> data_;
+  Buffer<float> data_;
 };
+
+/// A buffer's values in host memory, and back (copies on either backend).
+template <class T>
+std::vector<T> to_host(const Buffer<T>& b) {
+#if defined(GRADSYNC_TRAINER_CUDA)
+  return b.to_host();
+#else
+  return {b.begin(), b.end()};
+#endif
+}
+template <class T>
+void from_host(Buffer<T>& b, std::span<const T> values) {
+#if defined(GRADSYNC_TRAINER_CUDA)
+  b.from_host(values);
+#else
+  b.assign(values.begin(), values.end());
+#endif
+}
 
 /// Throws std::invalid_argument "<what>: expected <expected>, got <shape>" when the check fails.
 void expect_shape(bool ok, const char* what, const char* expected, const Shape& got);
