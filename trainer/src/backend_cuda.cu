@@ -66,9 +66,9 @@ void synchronize() { check(cudaStreamSynchronize(stream()), "cudaStreamSynchroni
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
           std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
   if (m == 0 || n == 0) return;
-  check_blas(cublasSgemm(context().blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, int(n),
-                    int(m), int(k), &alpha, b, int(ldb), a, int(lda), &beta, c, int(ldc)),
-        "cublasSgemm");
+  check_blas(cublasSgemm(context().blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                         int(n), int(m), int(k), &alpha, b, int(ldb), a, int(lda), &beta, c, int(ldc)),
+             "cublasSgemm");
 }
 
 double sum_squares(const float* x, std::size_t n) {
