@@ -72,6 +72,7 @@ nlohmann::json metrics_json(const TrainConfig& c, const Policies& pol, const Tra
             {"lr", c.lr}, {"lr_schedule", c.lr_schedule}, {"warmup_epochs", c.warmup_epochs},
             {"momentum", c.optimizer.momentum}, {"weight_decay", c.optimizer.weight_decay},
             {"lars", c.optimizer.lars}, {"lars_coefficient", c.optimizer.lars_coefficient}, {"seed", c.seed},
+            {"precision", c.precision},
             {"ranks", c.ranks}, {"threads", c.threads},
             {"policies",
              {{"sync", pol.sync}, {"slicing", pol.slicing}, {"priority", pol.priority}, {"codec", pol.codec},
@@ -83,6 +84,8 @@ nlohmann::json metrics_json(const TrainConfig& c, const Policies& pol, const Tra
           {"images_per_second", r.images_per_second},
           {"test_loss", r.test_loss},
           {"test_accuracy", r.test_accuracy},
+          {"skipped_steps", r.skipped_steps},
+          {"loss_scale", r.loss_scale},
           {"sync",
            {{"rank0_exposed_wait_seconds", r.sync_wait_seconds}, {"rank0_bytes_sent", st.bytes_sent},
             {"rank0_units", st.units}, {"rank0_queued_seconds", st.queued_seconds},
@@ -130,6 +133,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--warmup", c.warmup_epochs, "Linear warm-up, in epochs")->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("--precision", c.precision,
+                 "mixed: fp16 weights/activations/gradients with fp32 accumulation and master weights, dynamic loss scaling")
+      ->check(CLI::IsMember({"fp32", "mixed"}))->capture_default_str();
+  app.add_option("--loss-scale", c.loss_scaling.initial_scale, "Initial loss scale (mixed)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--loss-scale-window", c.loss_scaling.growth_interval, "Clean steps before the loss scale doubles (mixed)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--seed", c.seed, "Seed for weights, data order, dropout")->capture_default_str();
   app.add_option("--ranks", c.ranks, "In-process ranks (threads, one replica each)")->check(CLI::Range(1, 256))
       ->capture_default_str();
@@ -206,6 +216,14 @@ int main(int argc, char** argv) {
     if (pol.sync == "library") {
       gradsync::Options opt;
       opt.timeout = patience;
+      if (c.precision == "mixed") {
+        // Overflowed (Inf) gradients must reach every rank so that all skip the same step.
+        opt.check_finite = false;
+        const std::string codec = pol.codec.substr(0, pol.codec.find(':'));
+        if (codec != "fp32" && codec != "fp16" && codec != "bf16")
+          throw std::invalid_argument("--precision mixed needs a codec that carries Inf/NaN to every rank (fp32, fp16 "
+                                      "or bf16) so all ranks skip an overflowed step; got --codec " + pol.codec);
+      }
       opt.seed = c.seed;
       const gradsync::PolicyNames names{pol.slicing, pol.priority, pol.codec, pol.collective};
       factory = [&, opt, names](std::size_t r, const Model& model) -> std::unique_ptr<GradientSync> {
@@ -227,6 +245,9 @@ int main(int argc, char** argv) {
     if (c.first_rank != 0) return 0;  // rank 0 of an MPI job reports
     std::printf("test accuracy %.4f  test loss %.4f  %.0f images/s  %zu iterations in %.1f s  (%zu parameters)\n",
                 r.test_accuracy, r.test_loss, r.images_per_second, r.iterations, r.seconds, r.parameters);
+    if (c.precision == "mixed")
+      std::printf("mixed precision: %llu step(s) skipped for overflow, final loss scale %g\n",
+                  static_cast<unsigned long long>(r.skipped_steps), double(r.loss_scale));
     if (c.ranks > 1)
       std::printf("rank 0: %.2f s blocked in wait_for, %.1f MB sent\n", r.sync_wait_seconds,
                   double(rank0_stats.bytes_sent) / 1e6);

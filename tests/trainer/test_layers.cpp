@@ -2,12 +2,13 @@
 #include <algorithm>
 #include <numeric>
 
-#include "gradcheck.hpp"
+#include "layer_checks.hpp"
 #include "gradsync/trainer/layers.hpp"
 #include "gradsync/trainer/model.hpp"
 
 using namespace gradsync::trainer;
 using test::GradCheck;
+using test::init;
 using test::random_tensor;
 
 namespace {
@@ -19,14 +20,6 @@ Tensor separated(Shape shape, std::uint64_t seed) {
   std::shuffle(perm.begin(), perm.end(), std::mt19937_64(seed));
   for (std::size_t i = 0; i < t.size(); ++i) t[i] = (float(perm[i]) - float(t.size()) / 2.0f) * 0.05f + 0.025f;
   return t;
-}
-void init(Module& m, std::uint64_t seed = 3) {
-  std::vector<Param*> ps;
-  m.collect_params(ps);
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
-  for (auto* p : ps)
-    for (std::size_t i = 0; i < p->value.size(); ++i) p->value[i] = (p->init == Param::Init::ones ? 1.0f : 0.0f) + u(rng);
 }
 }  // namespace
 
@@ -156,15 +149,7 @@ TEST_CASE("Embedding gradients", "[trainer][gradcheck]") {
 }
 
 TEST_CASE("LSTM gradients through time", "[trainer][gradcheck]") {
-  LSTM lstm("lstm", 3, 4);
-  init(lstm);
-  GradCheck{.eps = 1e-3, .samples = 30}.run(lstm, random_tensor({2, 5, 3}, 26));
-  Sequential seq("seq");
-  seq.emplace<RowsAsSequence>();
-  seq.emplace<LSTM>("lstm2", 6, 3);
-  seq.emplace<LastStep>();
-  init(seq);
-  GradCheck{.eps = 1e-3}.run(seq, random_tensor({2, 2, 4, 3}, 27));
+  test::check_lstm_gradients();
 }
 
 TEST_CASE("Softmax cross-entropy gradient and accuracy count", "[trainer][gradcheck]") {

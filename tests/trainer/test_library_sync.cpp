@@ -6,26 +6,12 @@
 #include <fstream>
 
 #include "library_run.hpp"
+#include "small_config.hpp"
 
 using namespace gradsync::trainer;
 using test::LibraryRun;
 
 namespace {
-TrainConfig small_config() {
-  TrainConfig c;
-  c.model = {.name = "resnet20", .width = 0.125, .input = {1, 10, 10}, .classes = 4};
-  c.dataset = "synthetic";
-  c.synthetic_train = 512;
-  c.synthetic_test = 256;
-  c.batch = 16;
-  c.epochs = 4;
-  c.lr = 0.05f;
-  c.ranks = 2;
-  c.threads = 2;
-  c.progress = false;
-  return c;
-}
-
 void require_close(const TrainResult& a, const TrainResult& b) {
   REQUIRE(a.weights.size() == b.weights.size());
   for (std::size_t t = 0; t < a.weights.size(); ++t)
@@ -34,7 +20,7 @@ void require_close(const TrainResult& a, const TrainResult& b) {
 }  // namespace
 
 TEST_CASE("P3 and WFBP policies train like the exact all-reduce (lossless codec)", "[trainer][sync]") {
-  const TrainConfig c = small_config();
+  const TrainConfig c = test::small_resnet_config();
   const TrainResult exact = train(c);  // LocalAllReduceGroup
   LibraryRun p3(2, {.slicing = "fixed:40", .priority = "forward", .codec = "fp32", .collective = "ring"});
   LibraryRun wfbp(2, {.slicing = "whole", .priority = "fifo", .codec = "fp32", .collective = "ring"});

@@ -34,6 +34,13 @@ void read_floats(std::ifstream& in, std::span<float> v, const std::string& path,
   if (!in) throw std::runtime_error(path + ": truncated in " + what);
 }
 
+// Tensors live in backend memory: staged through the host on the device build.
+void read_tensor(std::ifstream& in, Tensor& t, const std::string& path, const std::string& what) {
+  std::vector<float> v(t.size());
+  read_floats(in, v, path, what);
+  t.from_host(v);
+}
+
 // Writes `path` aside, then renames it into place: never a half-written file.
 void write_atomically(const std::string& path, const std::function<void(std::ofstream&)>& body) {
   const std::string tmp = path + ".tmp";
@@ -79,10 +86,10 @@ void save_checkpoint(const std::string& path, const TrainConfig& config, std::si
     write_header(out, magic, {{"config", identity(config)}, {"iteration", iteration}, {"sync", sync.describe()},
                               {"sync_state", !sync.state().empty()}});
     for (auto* p : model.params()) {
-      write_floats(out, p->value.span());
-      write_floats(out, optimizer.state().at(p->index).span());
+      write_floats(out, p->value.to_host());
+      write_floats(out, optimizer.state().at(p->index).to_host());
     }
-    for (auto* b : model.buffers()) write_floats(out, b->span());
+    for (auto* b : model.buffers()) write_floats(out, b->to_host());
   });
 }
 
@@ -110,10 +117,10 @@ std::size_t load_checkpoint(const std::string& path, const TrainConfig& config, 
     throw std::runtime_error(path + ": checkpoint was written with synchronization '" + sync_text + "', this run uses '" +
                              sync.describe() + "' (resume with the same --sync, slicing, priority, codec and collective)");
   for (auto* p : model.params()) {
-    read_floats(in, p->value.span(), path, p->name);
-    read_floats(in, optimizer.state().at(p->index).span(), path, p->name + " momentum");
+    read_tensor(in, p->value, path, p->name);
+    read_tensor(in, optimizer.state().at(p->index), path, p->name + " momentum");
   }
-  for (auto* b : model.buffers()) read_floats(in, b->span(), path, "buffers");
+  for (auto* b : model.buffers()) read_tensor(in, *b, path, "buffers");
   const auto iteration = h["iteration"].get<std::size_t>();
   if (!h.value("sync_state", false)) {
     sync.load_state(iteration, {});

@@ -140,7 +140,11 @@ void gather_samples(const Dataset& data, const std::uint32_t* indices, std::size
   const std::size_t s = product(data.sample), l = data.labels_per_sample;
   y.resize(count * l);
   for (std::size_t i = 0; i < count; ++i) {
+#if defined(GRADSYNC_TRAINER_CUDA)
+    cuda::copy(x.data() + i * s, data.inputs.data() + std::size_t(indices[i]) * s, s * sizeof(float));  // to the device
+#else
     std::memcpy(x.data() + i * s, data.inputs.data() + std::size_t(indices[i]) * s, s * sizeof(float));
+#endif
     std::memcpy(y.data() + i * l, data.labels.data() + std::size_t(indices[i]) * l, l * sizeof(std::int32_t));
   }
 }

@@ -74,13 +74,13 @@ Tensor LastStep::do_forward(const Tensor& x, Context&) {
   in_shape_ = x.shape();
   const std::size_t n = x.dim(0), t = x.dim(1), f = x.dim(2);
   Tensor y({n, f});
-  for (std::size_t i = 0; i < n; ++i) std::memcpy(y.data() + i * f, x.data() + (i * t + t - 1) * f, f * sizeof(float));
+  backend::for_each(n, kernels::StridedRows{x.data(), y.data(), f, t * f, (t - 1) * f, f, 0}, f);
   return y;
 }
 Tensor LastStep::backward(const Tensor& dy, Context&) {
   Tensor dx(in_shape_, 0.0f);
   const std::size_t n = in_shape_[0], t = in_shape_[1], f = in_shape_[2];
-  for (std::size_t i = 0; i < n; ++i) std::memcpy(dx.data() + (i * t + t - 1) * f, dy.data() + i * f, f * sizeof(float));
+  backend::for_each(n, kernels::StridedRows{dy.data(), dx.data(), f, f, 0, t * f, (t - 1) * f}, f);
   return dx;
 }
 
@@ -89,19 +89,13 @@ Tensor RowsAsSequence::do_forward(const Tensor& x, Context&) {
   in_shape_ = x.shape();
   const std::size_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
   Tensor y({n, h, c * w});
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t ch = 0; ch < c; ++ch)
-      for (std::size_t r = 0; r < h; ++r)
-        std::memcpy(y.data() + (i * h + r) * c * w + ch * w, x.data() + ((i * c + ch) * h + r) * w, w * sizeof(float));
+  backend::for_each(n * h * c, kernels::SwapAxes{x.data(), y.data(), c, h, w}, w);  // [n, c, h, w] -> [n, h, c, w]
   return y;
 }
 Tensor RowsAsSequence::backward(const Tensor& dy, Context&) {
   Tensor dx(in_shape_);
   const std::size_t n = in_shape_[0], c = in_shape_[1], h = in_shape_[2], w = in_shape_[3];
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t ch = 0; ch < c; ++ch)
-      for (std::size_t r = 0; r < h; ++r)
-        std::memcpy(dx.data() + ((i * c + ch) * h + r) * w, dy.data() + (i * h + r) * c * w + ch * w, w * sizeof(float));
+  backend::for_each(n * c * h, kernels::SwapAxes{dy.data(), dx.data(), h, c, w}, w);
   return dx;
 }
 
@@ -205,24 +199,23 @@ Embedding::Embedding(std::string name, std::size_t vocab, std::size_t dim) : Mod
 }
 Tensor Embedding::do_forward(const Tensor& x, Context&) {
   expect_shape(x.rank() == 2, name().c_str(), "token ids [N, T]", x.shape());
-  ids_.resize(x.size());
-  Tensor y({x.dim(0), x.dim(1), dim_});
-  for (std::size_t r = 0; r < x.size(); ++r) {
-    const float v = x[r];
+  const std::vector<float> tokens = x.to_host();  // validated on the host
+  std::vector<std::uint32_t> ids(tokens.size());
+  for (std::size_t r = 0; r < tokens.size(); ++r) {
+    const float v = tokens[r];
     if (!(v >= 0.0f && v < float(vocab_)) || v != std::floor(v))
       throw std::invalid_argument(name() + ": token id " + std::to_string(v) + " outside [0, " + std::to_string(vocab_) + ")");
-    ids_[r] = std::uint32_t(v);
-    std::memcpy(y.data() + r * dim_, weight.value.data() + ids_[r] * dim_, dim_ * sizeof(float));
+    ids[r] = std::uint32_t(v);
   }
+  from_host<std::uint32_t>(ids_, ids);
+  Tensor y({x.dim(0), x.dim(1), dim_});
+  backend::for_each(ids.size(), kernels::EmbeddingGather{weight.value.data(), ids_.data(), y.data(), dim_}, dim_);
   return y;
 }
 Tensor Embedding::backward(const Tensor& dy, Context& ctx) {
   weight.grad.fill(0.0f);
-  for (std::size_t r = 0; r < ids_.size(); ++r) {
-    float* g = weight.grad.data() + ids_[r] * dim_;
-    const float* d = dy.data() + r * dim_;
-    for (std::size_t j = 0; j < dim_; ++j) g[j] += d[j];
-  }
+  backend::for_each(dim_, kernels::EmbeddingScatter{dy.data(), ids_.data(), weight.grad.data(), ids_.size(), dim_},
+                    ids_.size());
   grads_ready(ctx);
   return Tensor(Shape{dy.dim(0), dy.dim(1)}, 0.0f);  // ids have no gradient
 }
@@ -237,24 +230,21 @@ float SoftmaxCrossEntropy::forward(const Tensor& logits, std::span<const std::in
     if (y < 0 || std::size_t(y) >= c)
       throw std::invalid_argument("cross-entropy: label " + std::to_string(y) + " outside [0, " + std::to_string(c) + ")");
   probs_.resize({m, c});
-  labels_.assign(labels.begin(), labels.end());
-  std::vector<float> loss(m);
-  std::vector<std::uint8_t> ok(m);
+  from_host(labels_, labels);
+  Buffer<float> loss(m);
+  Buffer<std::uint8_t> ok(m);
   backend::for_each(m, kernels::SoftmaxXent{logits.data(), labels_.data(), probs_.data(), loss.data(), ok.data(), c}, c);
+  const std::vector<float> row_loss = to_host(loss);  // summed on the host in a fixed order
+  const std::vector<std::uint8_t> row_ok = to_host(ok);
   double total = 0.0;
   correct_ = 0;
-  for (std::size_t r = 0; r < m; ++r) { total += loss[r]; correct_ += ok[r]; }
+  for (std::size_t r = 0; r < m; ++r) { total += row_loss[r]; correct_ += row_ok[r]; }
   return float(total / double(m));
 }
 Tensor SoftmaxCrossEntropy::backward() const {
   Tensor d = probs_;
   const std::size_t c = probs_.dim(1), m = probs_.dim(0);
-  const float inv = 1.0f / float(m);
-  for (std::size_t r = 0; r < m; ++r) {
-    float* p = d.data() + r * c;
-    p[labels_[r]] -= 1.0f;
-    for (std::size_t j = 0; j < c; ++j) p[j] *= inv;
-  }
+  backend::for_each(m, kernels::XentGrad{d.data(), labels_.data(), c, 1.0f / float(m)}, c);
   return d;
 }
 

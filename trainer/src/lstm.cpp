@@ -21,12 +21,12 @@ Tensor LSTM::do_forward(const Tensor& x, Context& ctx) {
   expect_shape(x.rank() == 3 && x.dim(2) == in_, name().c_str(), "[N, T, in]", x.shape());
   const std::size_t n = x.dim(0), t = x.dim(1), g4 = 4 * h_;
   input_.resize({t, n, in_});
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t s = 0; s < t; ++s)
-      std::memcpy(input_.data() + (s * n + i) * in_, x.data() + (i * t + s) * in_, in_ * sizeof(float));
+  backend::for_each(t * n, kernels::SwapAxes{x.data(), input_.data(), n, t, in_}, in_);  // [N, T] -> [T, N]
   gates_.resize(t * n * g4);
-  cells_.assign((t + 1) * n * h_, 0.0f);
-  hidden_.assign((t + 1) * n * h_, 0.0f);
+  cells_.resize((t + 1) * n * h_);
+  hidden_.resize((t + 1) * n * h_);
+  backend::for_each(n * h_, kernels::Fill{cells_.data(), 0.0f});  // c_{-1}, h_{-1}; later steps are written
+  backend::for_each(n * h_, kernels::Fill{hidden_.data(), 0.0f});
   // Input contributions for all steps at once, then the recurrent part step by step.
   backend::gemm(false, true, t * n, g4, in_, 1.0f, input_.data(), in_, w_ih.value.data(), in_, 0.0f, gates_.data(), g4);
   backend::for_each(t * n, kernels::AddRowBias{gates_.data(), bias.value.data(), g4}, g4);
@@ -38,21 +38,18 @@ Tensor LSTM::do_forward(const Tensor& x, Context& ctx) {
                                                        hidden_.data() + (s + 1) * n * h_, h_}, 32);
   }
   Tensor y({n, t, h_});
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t s = 0; s < t; ++s)
-      std::memcpy(y.data() + (i * t + s) * h_, hidden_.data() + ((s + 1) * n + i) * h_, h_ * sizeof(float));
+  backend::for_each(n * t, kernels::SwapAxes{hidden_.data() + n * h_, y.data(), t, n, h_}, h_);
   if (!ctx.training) input_ = Tensor();
   return y;
 }
 
 Tensor LSTM::backward(const Tensor& dy, Context& ctx) {
   const std::size_t t = input_.dim(0), n = input_.dim(1), g4 = 4 * h_;
-  std::vector<float> da(t * n * g4), dh(n * h_), dc(n * h_, 0.0f), dh_next(n * h_, 0.0f);
+  Buffer<float> da(t * n * g4), dh(n * h_), dc(n * h_), dh_next(n * h_);
+  backend::for_each(n * h_, kernels::Fill{dc.data(), 0.0f});
+  backend::for_each(n * h_, kernels::Fill{dh_next.data(), 0.0f});
   for (std::size_t s = t; s-- > 0;) {
-    for (std::size_t i = 0; i < n; ++i) {
-      const float* src = dy.data() + (i * t + s) * h_;
-      for (std::size_t j = 0; j < h_; ++j) dh[i * h_ + j] = src[j] + dh_next[i * h_ + j];
-    }
+    backend::for_each(n * h_, kernels::LstmStepGrad{dy.data(), dh_next.data(), dh.data(), t, s, h_});
     float* das = da.data() + s * n * g4;
     backend::for_each(n * h_, kernels::LstmCellBackward{gates_.data() + s * n * g4, cells_.data() + s * n * h_,
                                                         cells_.data() + (s + 1) * n * h_, dh.data(), dc.data(), das, h_},
@@ -65,12 +62,10 @@ Tensor LSTM::backward(const Tensor& dy, Context& ctx) {
   backend::gemm(true, false, g4, h_, t * n, 1.0f, da.data(), g4, hidden_.data(), h_, 0.0f, w_hh.grad.data(), h_);
   backend::for_each(g4, kernels::ColumnSum{da.data(), bias.grad.data(), t * n, g4}, t * n);
   grads_ready(ctx);
-  std::vector<float> dxt(t * n * in_);
+  Buffer<float> dxt(t * n * in_);
   backend::gemm(false, false, t * n, in_, g4, 1.0f, da.data(), g4, w_ih.value.data(), in_, 0.0f, dxt.data(), in_);
   Tensor dx({n, t, in_});
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t s = 0; s < t; ++s)
-      std::memcpy(dx.data() + (i * t + s) * in_, dxt.data() + (s * n + i) * in_, in_ * sizeof(float));
+  backend::for_each(n * t, kernels::SwapAxes{dxt.data(), dx.data(), t, n, in_}, in_);
   return dx;
 }
 

@@ -32,20 +32,12 @@ std::size_t Model::parameter_count() const {
 void Model::initialize(std::uint64_t seed) {
   for (auto* p : params_) {
     const std::uint64_t key = seed * 0x9E3779B97F4A7C15ull + p->index * 0xD1B54A32D192ED03ull + 1;
-    float* v = p->value.data();
     const std::size_t n = p->value.size();
     switch (p->init) {
       case Param::Init::zeros: p->value.fill(0.0f); break;
       case Param::Init::ones: p->value.fill(1.0f); break;
-      case Param::Init::uniform:
-        for (std::size_t i = 0; i < n; ++i) v[i] = p->init_scale * (2.0f * kernels::hash_uniform(key, i) - 1.0f);
-        break;
-      case Param::Init::normal:  // Box-Muller on two hashed uniforms
-        for (std::size_t i = 0; i < n; ++i) {
-          const float u1 = 1.0f - kernels::hash_uniform(key, 2 * i), u2 = kernels::hash_uniform(key, 2 * i + 1);
-          v[i] = p->init_scale * std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853f * u2);
-        }
-        break;
+      case Param::Init::uniform: backend::for_each(n, kernels::InitUniform{p->value.data(), key, p->init_scale}); break;
+      case Param::Init::normal: backend::for_each(n, kernels::InitNormal{p->value.data(), key, p->init_scale}); break;
     }
     p->grad.fill(0.0f);
   }

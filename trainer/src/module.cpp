@@ -20,8 +20,14 @@ Tensor Sequential::do_forward(const Tensor& x, Context& ctx) {
 
 Tensor Sequential::backward(const Tensor& dy, Context& ctx) {
   if (children_.empty()) return dy;
-  Tensor d = children_.back()->backward(dy, ctx);
-  for (std::size_t i = children_.size() - 1; i-- > 0;) d = children_[i]->backward(d, ctx);
+  // Each child's input gradient is what it hands on: fp16 storage under mixed precision.
+  auto step = [&](Module& m, const Tensor& g) {
+    Tensor d = m.backward(g, ctx);
+    if (ctx.half) round_to_half(d);
+    return d;
+  };
+  Tensor d = step(*children_.back(), dy);
+  for (std::size_t i = children_.size() - 1; i-- > 0;) d = step(*children_[i], d);
   return d;
 }
 

@@ -32,14 +32,11 @@ Tensor BatchNorm2d::do_forward(const Tensor& x, Context& ctx) {
     backend::for_each(n * c_, kernels::BnNormalize{x.data(), mean.data(), inv_std_.data(), weight.value.data(),
                                                    bias.value.data(), xhat_.data(), y.data(), c_, s}, s);
     // Running statistics use the unbiased variance, as PyTorch does.
-    const float m = float(n * s), unbias = m / (m - 1.0f);
-    for (std::size_t ch = 0; ch < c_; ++ch) {
-      const float var = 1.0f / (inv_std_[ch] * inv_std_[ch]) - eps_;
-      running_mean[ch] = (1.0f - momentum_) * running_mean[ch] + momentum_ * mean[ch];
-      running_var[ch] = (1.0f - momentum_) * running_var[ch] + momentum_ * var * unbias;
-    }
+    const float m = float(n * s);
+    backend::for_each(c_, kernels::BnRunningUpdate{mean.data(), inv_std_.data(), running_mean.data(),
+                                                   running_var.data(), momentum_, eps_, m / (m - 1.0f)});
   } else {
-    for (std::size_t ch = 0; ch < c_; ++ch) inv_std_[ch] = 1.0f / std::sqrt(running_var[ch] + eps_);
+    backend::for_each(c_, kernels::BnEvalInvStd{running_var.data(), inv_std_.data(), eps_});
     backend::for_each(n * c_, kernels::BnNormalize{x.data(), running_mean.data(), inv_std_.data(), weight.value.data(),
                                                    bias.value.data(), nullptr, y.data(), c_, s}, s);
   }

@@ -5,6 +5,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gradsync/trainer/kernels.hpp"
+
 namespace gradsync::trainer {
 
 namespace detail {
@@ -13,39 +15,37 @@ constexpr std::size_t pool_min_bytes = std::size_t(1) << 16;   // smaller blocks
 constexpr std::size_t pool_max_bytes = std::size_t(1) << 29;   // per thread; beyond it blocks go back
 constexpr std::align_val_t pool_align{64};                     // a cache line: aligned vector loads
 
-// Free blocks by exact float count; a block freed on another thread joins that thread's pool.
+// Free blocks by exact byte count; a block freed on another thread joins that thread's pool.
 thread_local bool pool_gone = false;  // trivially destructible: still readable after ~Pool
 struct Pool {
-  std::unordered_map<std::size_t, std::vector<float*>> free;
+  std::unordered_map<std::size_t, std::vector<void*>> free;
   std::size_t bytes = 0;
   ~Pool() {
     pool_gone = true;  // tensors destroyed later on this thread (statics) are freed directly
     for (auto& [n, blocks] : free)
-      for (float* p : blocks) ::operator delete(p, pool_align);
+      for (void* p : blocks) ::operator delete(p, pool_align);
   }
 };
 thread_local Pool pool;
 }  // namespace
 
-float* pool_allocate(std::size_t n) {
-  const std::size_t bytes = n * sizeof(float);
+void* pool_allocate(std::size_t bytes) {
   if (bytes >= pool_min_bytes && !pool_gone) {
-    auto it = pool.free.find(n);
+    auto it = pool.free.find(bytes);
     if (it != pool.free.end() && !it->second.empty()) {
-      float* p = it->second.back();
+      void* p = it->second.back();
       it->second.pop_back();
       pool.bytes -= bytes;
       return p;
     }
   }
-  return static_cast<float*>(::operator new(bytes, pool_align));
+  return ::operator new(bytes, pool_align);
 }
 
-void pool_deallocate(float* p, std::size_t n) noexcept {
-  const std::size_t bytes = n * sizeof(float);
+void pool_deallocate(void* p, std::size_t bytes) noexcept {
   if (bytes >= pool_min_bytes && !pool_gone && pool.bytes + bytes <= pool_max_bytes) {
     try {
-      pool.free[n].push_back(p);
+      pool.free[bytes].push_back(p);
       pool.bytes += bytes;
       return;
     } catch (const std::bad_alloc&) {  // no room to remember it: release it instead
@@ -84,7 +84,20 @@ void Tensor::resize(const Shape& shape) {
   data_.resize(product(shape));
 }
 
-void Tensor::fill(float v) { std::fill(data_.begin(), data_.end(), v); }
+void Tensor::fill(float v) { backend::for_each(size(), kernels::Fill{data(), v}); }
+
+std::vector<float> Tensor::to_host() const { return trainer::to_host(data_); }
+
+void Tensor::from_host(std::span<const float> values) {
+  if (values.size() != size())
+    throw std::invalid_argument("tensor " + to_string(shape_) + ": " + std::to_string(values.size()) +
+                                " values from the host");
+#if defined(GRADSYNC_TRAINER_CUDA)
+  data_.from_host(values);
+#else
+  std::copy(values.begin(), values.end(), data_.begin());
+#endif
+}
 
 void expect_shape(bool ok, const char* what, const char* expected, const Shape& got) {
   if (!ok) throw std::invalid_argument(std::string(what) + ": expected " + expected + ", got " + to_string(got));

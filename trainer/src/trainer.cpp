@@ -6,9 +6,11 @@
 #include <cstdio>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "gradsync/trainer/backend.hpp"
+#include "gradsync/trainer/mixed_precision.hpp"
 
 namespace gradsync::trainer {
 
@@ -23,14 +25,27 @@ class Rank final : public StepHooks {
   Rank(const TrainConfig& cfg, std::size_t rank, const SyncFactory& factory)
       : model_(make_model(cfg.model)), opt_((model_->initialize(cfg.seed), model_->params()), cfg.optimizer),
         sync_(factory(rank, *model_)), pending_(model_->params().size(), 0), ready_(pending_.size(), 0),
-        rank_(rank), trace_(cfg.trace) {
+        synced_(pending_.size()), rank_(rank), trace_(cfg.trace) {
     if (!sync_) throw std::logic_error("sync factory returned no synchronizer for rank " + std::to_string(rank));
+    if (cfg.precision == "mixed") mixed_.emplace(model_->params(), cfg.loss_scaling);
   }
 
   Model& model() { return *model_; }
   double wait_seconds() const { return wait_seconds_; }
   Optimizer& optimizer() { return opt_; }
   GradientSync& sync() { return *sync_; }
+  const MixedPrecision* mixed() const { return mixed_ ? &*mixed_ : nullptr; }
+  /// After a checkpoint was loaded into the parameters (mixed: they are the new fp32 masters).
+  void adopt_loaded() {
+    if (mixed_) mixed_->adopt(model_->params());
+  }
+  /// Runs f with the fp32 masters as the parameter values (checkpoints, reported weights).
+  template <class F>
+  void with_masters(F&& f) {
+    if (mixed_) mixed_->swap_masters(model_->params());
+    f();
+    if (mixed_) mixed_->swap_masters(model_->params());
+  }
 
   // Forward of a layer: its gradients from the last iteration must be aggregated and applied first.
   void before_forward(std::span<Param* const> params) override {
@@ -43,6 +58,7 @@ class Rank final : public StepHooks {
         const auto t0 = Clock::now();
         sync_->wait_for(p->index);
         wait_seconds_ += since(t0);
+        take_mean(*p);
         opt_.step(*p, pending_lr_);
         pending_[p->index] = 0;
       }
@@ -54,7 +70,8 @@ class Rank final : public StepHooks {
     for (auto it = params.rbegin(); it != params.rend(); ++it) {
       Param& p = **it;
       if (ready_[p.index]++) throw std::logic_error(p.name + ": gradient reported twice in one backward");
-      sync_->gradient_ready(p.index, p.grad.span());
+      if (mixed_) round_to_half(p.grad);  // fp16 storage: an overflow becomes Inf here
+      sync_->gradient_ready(p.index, hand_over(p));
       pending_[p.index] = 1;
     }
   }
@@ -62,17 +79,20 @@ class Rank final : public StepHooks {
   /// One iteration; returns (loss, correct predictions).
   std::pair<float, std::size_t> step(const Tensor& x, const std::vector<std::int32_t>& y, std::uint64_t seed,
                                      std::size_t iteration, float lr) {
-    Context ctx{.training = true, .hooks = this, .seed = seed, .step = iteration};
+    Context ctx{.training = true, .hooks = this, .seed = seed, .step = iteration, .half = mixed_.has_value()};
     mark_ = Clock::now();
+    if (mixed_) settle();
     forward_label_ = "forward input";
-    Tensor logits = model_->forward(x, ctx);
+    Tensor logits = model_->forward(mixed_ ? half_input(x) : x, ctx);
     const float loss = loss_.forward(logits, y);
     compute_span(forward_label_ + " + loss");
     if (!std::isfinite(loss))
       throw std::runtime_error("loss is " + std::to_string(loss) + " at iteration " + std::to_string(iteration) +
                                " (diverged: lower --lr or add --warmup)");
     std::fill(ready_.begin(), ready_.end(), 0);
-    model_->backward(loss_.backward().reshaped(logits.shape()), ctx);
+    Tensor dlogits = loss_.backward().reshaped(logits.shape());
+    if (mixed_) mixed_->scale_loss_grad(dlogits);
+    model_->backward(dlogits, ctx);
     for (auto* p : model_->params())
       if (!ready_[p->index]) throw std::logic_error(p->name + ": no gradient reported in backward");
     sync_->finish_iteration();
@@ -82,7 +102,8 @@ class Rank final : public StepHooks {
 
   /// Waits for and applies every outstanding step (before evaluation, checkpoints, the end).
   void flush() {
-    before_forward(model_->params());
+    if (mixed_) settle();
+    else before_forward(model_->params());
   }
 
  private:
@@ -93,11 +114,59 @@ class Rank final : public StepHooks {
     mark_ = now;
   }
   static std::string layer_name(const Param& p) { return p.name.substr(0, p.name.rfind('.')); }
+  // The synchronizer works on host memory: on the device backend the gradient is staged in host
+  // memory for it (and the mean copied back by take_mean); on the host it is handed over in place.
+  std::span<float> hand_over(Param& p) {
+#if defined(GRADSYNC_TRAINER_CUDA)
+    staged_.resize(synced_.size());
+    staged_[p.index] = p.grad.to_host();
+    synced_[p.index] = staged_[p.index];
+#else
+    synced_[p.index] = p.grad.span();
+#endif
+    return synced_[p.index];
+  }
+  void take_mean(Param& p) {
+#if defined(GRADSYNC_TRAINER_CUDA)
+    p.grad.from_host(synced_[p.index]);
+#else
+    (void)p;
+#endif
+  }
+  static Tensor half_input(const Tensor& x) {
+    Tensor h = x;
+    round_to_half(h);
+    return h;
+  }
+  // Mixed precision: an overflow in any tensor skips the whole step, so every tensor's mean must
+  // be in before any is applied - the step waits for all of them (no overlap with forward).
+  void settle() {
+    bool outstanding = false;
+    for (auto* p : model_->params())
+      if (pending_[p->index]) {
+        const auto t0 = Clock::now();
+        sync_->wait_for(p->index);
+        wait_seconds_ += since(t0);
+        pending_[p->index] = 0;
+        outstanding = true;
+      }
+    if (outstanding && mixed_->unscale(synced_))
+      for (auto* p : model_->params()) {
+        take_mean(*p);
+        mixed_->step(*p, opt_, pending_lr_);
+      }
+    compute_span("wait_for + step (all layers)");
+  }
 
   std::unique_ptr<Model> model_;
   Optimizer opt_;
   std::unique_ptr<GradientSync> sync_;
+  std::optional<MixedPrecision> mixed_;
   std::vector<char> pending_, ready_;
+  std::vector<std::span<float>> synced_;     // per tensor: the memory the synchronizer averages
+#if defined(GRADSYNC_TRAINER_CUDA)
+  std::vector<std::vector<float>> staged_;   // host copies of the gradients
+#endif
   float pending_lr_ = 0.0f;
   double wait_seconds_ = 0;  // blocked in wait_for: communication not hidden behind compute
   SoftmaxCrossEntropy loss_;
@@ -140,9 +209,9 @@ std::string clock_text(double s) {
 
 }  // namespace
 
-Evaluation evaluate(Model& model, const Dataset& data, std::size_t batch) {
+Evaluation evaluate(Model& model, const Dataset& data, std::size_t batch, bool half) {
   SoftmaxCrossEntropy loss;
-  Context ctx{};  // eval mode, no hooks
+  Context ctx{.half = half};  // eval mode, no hooks
   double total_loss = 0;
   std::size_t correct = 0;
   std::vector<std::uint32_t> idx;
@@ -153,6 +222,7 @@ Evaluation evaluate(Model& model, const Dataset& data, std::size_t batch) {
     idx.resize(n);
     for (std::size_t i = 0; i < n; ++i) idx[i] = std::uint32_t(first + i);
     gather_samples(data, idx.data(), n, x, y);
+    if (half) round_to_half(x);
     total_loss += double(loss.forward(model.forward(x, ctx), y)) * double(y.size());
     correct += loss.correct();
   }
@@ -164,6 +234,8 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
   if (cfg.ranks == 0) throw std::invalid_argument("--ranks must be at least 1");
   if (cfg.threads < 1) throw std::invalid_argument("--threads must be at least 1");
   if (cfg.epochs == 0 && cfg.iterations == 0) throw std::invalid_argument("need --epochs or --iterations > 0");
+  if (cfg.precision != "fp32" && cfg.precision != "mixed")
+    throw std::invalid_argument("unknown precision '" + cfg.precision + "' (valid: fp32, mixed)");
   make_model(cfg.model);  // validate the model before loading data
   const Datasets data = load_data(cfg);
 
@@ -200,7 +272,10 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
       backend::set_threads(threads_per_rank);
       Rank rank(cfg, r, make_sync);
       std::size_t start = 0;
-      if (!cfg.resume.empty()) start = load_checkpoint(cfg.resume, cfg, rank.model(), rank.optimizer(), rank.sync(), r);
+      if (!cfg.resume.empty()) {
+        start = load_checkpoint(cfg.resume, cfg, rank.model(), rank.optimizer(), rank.sync(), r);
+        rank.adopt_loaded();
+      }
       if (start > total)
         throw std::invalid_argument(cfg.resume + ": checkpoint is at iteration " + std::to_string(start) +
                                     ", past this run's " + std::to_string(total));
@@ -247,7 +322,7 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
           em.train_accuracy = correct / labels;
           em.images_per_second = double(em.iterations * cfg.batch * world) / em.seconds;
           if (cfg.evaluate) {
-            const Evaluation ev = evaluate(rank.model(), data.test);
+            const Evaluation ev = evaluate(rank.model(), data.test, 500, rank.mixed() != nullptr);
             em.test_loss = result.test_loss = ev.loss;
             em.test_accuracy = result.test_accuracy = ev.accuracy;
           }
@@ -259,7 +334,8 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
           em = EpochMetrics{};
           loss_sum = correct = labels = 0;
         }
-        if (save_now) save_checkpoint(cfg.checkpoint, cfg, it + 1, rank.model(), rank.optimizer(), rank.sync());
+        if (save_now)
+          rank.with_masters([&] { save_checkpoint(cfg.checkpoint, cfg, it + 1, rank.model(), rank.optimizer(), rank.sync()); });
         if (epoch_end) epoch_start = Clock::now();
       }
       rank.flush();
@@ -268,7 +344,13 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
         result.seconds = since(run_start);
         result.sync_wait_seconds = rank.wait_seconds();
         result.images_per_second = train_seconds > 0 ? double(done_in_run * cfg.batch * world) / train_seconds : 0;
-        for (auto* p : rank.model().params()) result.weights.emplace_back(p->value.span().begin(), p->value.span().end());
+        rank.with_masters([&] {
+          for (auto* p : rank.model().params()) result.weights.push_back(p->value.to_host());
+        });
+        if (const MixedPrecision* m = rank.mixed()) {
+          result.skipped_steps = m->scaler().skipped_steps();
+          result.loss_scale = m->scaler().scale();
+        }
       }
     } catch (...) {
       {

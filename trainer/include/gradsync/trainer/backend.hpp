@@ -3,16 +3,17 @@
 // `GRADSYNC_HD void operator()(std::size_t i) const` body; layers never loop themselves, they hand
 // the functor to `backend::for_each`. The host backend runs it under OpenMP; a CUDA backend (issue 6)
 // adds a `for_each` that launches the same functor on the device and a cuBLAS `gemm`, and switches
-// the `backend` alias below - the layers and models do not change.
+// the `backend` alias below (GRADSYNC_TRAINER_CUDA) - the layers and models do not change.
 #include <omp.h>
 
 #include <cstddef>
 
-#if defined(__CUDACC__)
-#define GRADSYNC_HD __host__ __device__
-#else
-#define GRADSYNC_HD
+#if defined(GRADSYNC_TRAINER_CUDA)
+#include <cuda_runtime.h>
 #endif
+
+// GRADSYNC_HD (host + device) is the library's marker, shared with its codec kernels.
+#include <gradsync/codec/detail/kernel.hpp>
 
 namespace gradsync::trainer {
 
@@ -57,6 +58,52 @@ int threads();
 
 }  // namespace host
 
+#if defined(GRADSYNC_TRAINER_CUDA)
+/// The device backend (gradsync_trainer_cuda): the same functors as __global__ grid-stride loops,
+/// GEMM on cuBLAS; everything of a thread (rank) is ordered on that thread's stream.
+namespace cuda {
+
+cudaStream_t stream();
+/// Throws std::runtime_error naming the call and the CUDA error.
+void check(cudaError_t e, const char* what);
+/// Stream-ordered device memory (cudaMallocAsync / cudaFreeAsync on this thread's stream).
+void* allocate(std::size_t bytes);
+void release(void* p);
+/// Any direction (unified addressing), ordered on the stream; host memory is safe to reuse only
+/// after synchronize().
+void copy(void* dst, const void* src, std::size_t bytes);
+void synchronize();
+
+#if defined(__CUDACC__)
+template <class F>
+__global__ void for_each_kernel(std::size_t n, F f) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    f(i);
+}
+/// f(i) for i in [0, n) on the device; `grain` is the host's threading hint, unused here.
+template <class F>
+void for_each(std::size_t n, const F& f, std::size_t grain = 1) {
+  (void)grain;
+  if (n == 0) return;
+  constexpr unsigned block = 256;
+  const std::size_t blocks = (n + block - 1) / block;
+  for_each_kernel<<<unsigned(blocks < 65535 ? blocks : 65535), block, 0, stream()>>>(n, f);
+  check(cudaGetLastError(), "kernel launch");
+}
+#endif
+
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
+          const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
+          std::size_t ldc);
+double sum_squares(const float* x, std::size_t n);
+void set_threads(int threads);
+int threads();
+
+}  // namespace cuda
+
+namespace backend = cuda;
+#else
 namespace backend = host;
+#endif
 
 }  // namespace gradsync::trainer

@@ -9,6 +9,10 @@
 
 namespace gradsync::trainer::kernels {
 
+struct Fill {
+  float* y; float v;
+  GRADSYNC_HD void operator()(std::size_t i) const { y[i] = v; }
+};
 struct ReluForward {
   const float* x; float* y;
   GRADSYNC_HD void operator()(std::size_t i) const { y[i] = x[i] > 0.0f ? x[i] : 0.0f; }
@@ -42,6 +46,19 @@ GRADSYNC_HD inline float hash_uniform(std::uint64_t key, std::uint64_t counter) 
   z ^= z >> 31;
   return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
 }
+/// Seeded initialisation: y[i] uniform in [-scale, scale) from (key, i).
+struct InitUniform {
+  float* y; std::uint64_t key; float scale;
+  GRADSYNC_HD void operator()(std::size_t i) const { y[i] = scale * (2.0f * hash_uniform(key, i) - 1.0f); }
+};
+/// Normal with standard deviation `scale`: Box-Muller on two hashed uniforms.
+struct InitNormal {
+  float* y; std::uint64_t key; float scale;
+  GRADSYNC_HD void operator()(std::size_t i) const {
+    const float u1 = 1.0f - hash_uniform(key, 2 * i), u2 = hash_uniform(key, 2 * i + 1);
+    y[i] = scale * std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853f * u2);
+  }
+};
 /// Dropout in both directions: y = x * keep / (1 - p), keep = hash >= p.
 struct DropoutApply {
   const float* x; float* y; std::uint64_t key; float p; float scale;
@@ -112,6 +129,20 @@ struct BnNormalize {
       py[j] = g * h + b;
     }
   }
+};
+/// Running statistics from the batch's; unbiased variance, as PyTorch. i = channel.
+struct BnRunningUpdate {
+  const float* mean; const float* inv_std; float* running_mean; float* running_var; float momentum, eps, unbias;
+  GRADSYNC_HD void operator()(std::size_t ch) const {
+    const float var = 1.0f / (inv_std[ch] * inv_std[ch]) - eps;
+    running_mean[ch] = (1.0f - momentum) * running_mean[ch] + momentum * mean[ch];
+    running_var[ch] = (1.0f - momentum) * running_var[ch] + momentum * var * unbias;
+  }
+};
+/// Eval mode: inv_std from the running variance. i = channel.
+struct BnEvalInvStd {
+  const float* running_var; float* inv_std; float eps;
+  GRADSYNC_HD void operator()(std::size_t ch) const { inv_std[ch] = 1.0f / std::sqrt(running_var[ch] + eps); }
 };
 /// Per channel: dgamma = sum(dy * xhat), dbeta = sum(dy).
 struct BnParamGrads {
@@ -398,6 +429,60 @@ struct LstmCellBackward {
     d[2 * hidden + j] = dc * ig * (1.0f - gg * gg);
     d[3 * hidden + j] = dh[idx] * tc * og * (1.0f - og);
     dc_next[idx] = dc * fg;
+  }
+};
+
+/// Row r of y (stride y_stride, from y_offset) = row r of x (stride x_stride, from x_offset), `len`
+/// floats: picks time steps and interleaves blocks without host loops.
+struct StridedRows {
+  const float* x; float* y; std::size_t len, x_stride, x_offset, y_stride, y_offset;
+  GRADSYNC_HD void operator()(std::size_t r) const {
+    const float* src = x + r * x_stride + x_offset;
+    float* dst = y + r * y_stride + y_offset;
+    for (std::size_t j = 0; j < len; ++j) dst[j] = src[j];
+  }
+};
+/// x [outer, a, b, inner] -> y [outer, b, a, inner]; i = row (outer, b, a) of y.
+struct SwapAxes {
+  const float* x; float* y; std::size_t a, b, inner;
+  GRADSYNC_HD void operator()(std::size_t row) const {
+    const std::size_t ia = row % a, ib = (row / a) % b, o = row / (a * b);
+    const float* src = x + ((o * a + ia) * b + ib) * inner;
+    float* dst = y + row * inner;
+    for (std::size_t j = 0; j < inner; ++j) dst[j] = src[j];
+  }
+};
+/// Embedding rows: y[r] = weight[ids[r]]; i = r.
+struct EmbeddingGather {
+  const float* weight; const std::uint32_t* ids; float* y; std::size_t dim;
+  GRADSYNC_HD void operator()(std::size_t r) const {
+    const float* src = weight + std::size_t(ids[r]) * dim;
+    for (std::size_t j = 0; j < dim; ++j) y[r * dim + j] = src[j];
+  }
+};
+/// Embedding gradient: grad[ids[r]][j] += dy[r][j] over rows in order; i = column j, so repeated ids
+/// never race and the sum order is fixed.
+struct EmbeddingScatter {
+  const float* dy; const std::uint32_t* ids; float* grad; std::size_t rows, dim;
+  GRADSYNC_HD void operator()(std::size_t j) const {
+    for (std::size_t r = 0; r < rows; ++r) grad[std::size_t(ids[r]) * dim + j] += dy[r * dim + j];
+  }
+};
+/// Cross-entropy gradient from the probabilities: (p - onehot(label)) / m; i = row.
+struct XentGrad {
+  float* d; const std::int32_t* labels; std::size_t c; float inv_m;
+  GRADSYNC_HD void operator()(std::size_t r) const {
+    float* p = d + r * c;
+    p[labels[r]] -= 1.0f;
+    for (std::size_t j = 0; j < c; ++j) p[j] *= inv_m;
+  }
+};
+/// dh = dy at step s (rows of [N, T, H]) + dh from step s + 1; i = n * H + j.
+struct LstmStepGrad {
+  const float* dy; const float* dh_next; float* dh; std::size_t t, s, hidden;
+  GRADSYNC_HD void operator()(std::size_t idx) const {
+    const std::size_t n = idx / hidden, j = idx % hidden;
+    dh[idx] = dy[(n * t + s) * hidden + j] + dh_next[idx];
   }
 };
 

@@ -90,7 +90,7 @@ class MaxPool2d final : public Module {
  private:
   std::size_t k_, stride_, pad_;
   Shape in_shape_;
-  std::vector<std::uint32_t> argmax_;  // flat input index of each output's maximum
+  Buffer<std::uint32_t> argmax_;  // flat input index of each output's maximum
 };
 
 /// [N, C, H, W] -> [N, C]: mean over H, W.
@@ -182,7 +182,7 @@ class Embedding final : public Module {
 
  private:
   std::size_t vocab_, dim_;
-  std::vector<std::uint32_t> ids_;
+  Buffer<std::uint32_t> ids_;
 };
 
 /// One LSTM layer over [N, T, in] -> hidden states [N, T, hidden], zero initial state, gates
@@ -199,9 +199,9 @@ class LSTM final : public Module {
  private:
   std::size_t in_, h_;
   Tensor input_;
-  std::vector<float> gates_;   // [T, N, 4H] activated gates
-  std::vector<float> cells_;   // [T + 1, N, H] cell states (c_{-1} = 0 first)
-  std::vector<float> hidden_;  // [T + 1, N, H] hidden states (h_{-1} = 0 first)
+  Buffer<float> gates_;   // [T, N, 4H] activated gates
+  Buffer<float> cells_;   // [T + 1, N, H] cell states (c_{-1} = 0 first)
+  Buffer<float> hidden_;  // [T + 1, N, H] hidden states (h_{-1} = 0 first)
 };
 
 /// [N, T, F] -> [N, F]: the last time step (sequence classifiers).
@@ -242,7 +242,7 @@ class SoftmaxCrossEntropy {
 
  private:
   Tensor probs_;
-  std::vector<std::int32_t> labels_;
+  Buffer<std::int32_t> labels_;
   std::size_t correct_ = 0;
 };
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "gradsync/trainer/half.hpp"
 #include "gradsync/trainer/tensor.hpp"
 
 namespace gradsync::trainer {
@@ -41,6 +42,7 @@ struct Context {
   StepHooks* hooks = nullptr;
   std::uint64_t seed = 0;  ///< with `step`, keys the dropout masks (counter-based, reproducible)
   std::uint64_t step = 0;
+  bool half = false;       ///< mixed precision: outputs and input gradients stored as fp16 values
 };
 
 class Module {
@@ -52,7 +54,9 @@ class Module {
 
   Tensor forward(const Tensor& x, Context& ctx) {
     if (ctx.hooks && !own_.empty()) ctx.hooks->before_forward(own_);
-    return do_forward(x, ctx);
+    Tensor y = do_forward(x, ctx);
+    if (ctx.half) round_to_half(y);
+    return y;
   }
   virtual Tensor backward(const Tensor& dy, Context& ctx) = 0;
 

@@ -1,7 +1,9 @@
 #pragma once
-// Tensor: a float array with a shape (NCHW for images, [N, T, F] for sequences) in host memory.
-// Value semantics (copying copies the data); kernels take raw pointers so that a device backend
-// can hand them device pointers instead.
+// Tensor: a float array with a shape (NCHW for images, [N, T, F] for sequences) in backend memory:
+// host memory, or device memory in the CUDA build (GRADSYNC_TRAINER_CUDA). Value semantics
+// (copying copies the data); kernels take raw pointers. Host code reaches the values through
+// to_host / from_host, which copy on the device build and cost a copy on the host build; the
+// element accessors (operator[], span) exist on the host build only.
 #include <cstddef>
 #include <initializer_list>
 #include <memory>
@@ -10,33 +12,48 @@
 #include <string>
 #include <vector>
 
+#if defined(GRADSYNC_TRAINER_CUDA)
+#include "gradsync/trainer/device_array.hpp"
+#endif
+
 namespace gradsync::trainer {
 
 using Shape = std::vector<std::size_t>;
 
 namespace detail {
-/// Float blocks reused per thread by exact size (tensor.cpp). A training step asks for the same
+/// Host blocks reused per thread by exact size (tensor.cpp). A training step asks for the same
 /// sizes every iteration; fresh multi-megabyte blocks would come from mmap and cost a page fault
 /// and a kernel zero-fill per 4 KiB page each time (about a sixth of ResNet-20's step).
-float* pool_allocate(std::size_t n);
-void pool_deallocate(float* p, std::size_t n) noexcept;
+void* pool_allocate(std::size_t bytes);
+void pool_deallocate(void* p, std::size_t bytes) noexcept;
 }  // namespace detail
 
-/// Tensor storage: pooled floats (detail::pool_allocate), left uninitialised because layers
-/// overwrite their outputs completely and zero-filling every activation would be wasted traffic.
-struct TensorAllocator {
-  using value_type = float;
+/// Host storage: pooled (detail::pool_allocate), left uninitialised because layers overwrite
+/// their outputs completely and zero-filling every activation would be wasted traffic.
+template <class T>
+struct HostAllocator {
+  using value_type = T;
+  HostAllocator() = default;
   template <class U>
-  struct rebind { using other = TensorAllocator; };  // only ever float
-  TensorAllocator() = default;
-  float* allocate(std::size_t n) { return detail::pool_allocate(n); }
-  void deallocate(float* p, std::size_t n) noexcept { detail::pool_deallocate(p, n); }
+  HostAllocator(const HostAllocator<U>&) noexcept {}
+  T* allocate(std::size_t n) { return static_cast<T*>(detail::pool_allocate(n * sizeof(T))); }
+  void deallocate(T* p, std::size_t n) noexcept { detail::pool_deallocate(p, n * sizeof(T)); }
   template <class U>
   void construct(U* p) noexcept { ::new (static_cast<void*>(p)) U; }
   template <class U, class... A>
   void construct(U* p, A&&... a) { ::new (static_cast<void*>(p)) U(std::forward<A>(a)...); }
-  friend bool operator==(TensorAllocator, TensorAllocator) { return true; }
+  template <class U>
+  friend bool operator==(HostAllocator, HostAllocator<U>) { return true; }
 };
+
+/// Backend memory for n T's (kernel buffers: tensors, pooling indices, labels).
+#if defined(GRADSYNC_TRAINER_CUDA)
+template <class T>
+using Buffer = DeviceArray<T>;
+#else
+template <class T>
+using Buffer = std::vector<T, HostAllocator<T>>;
+#endif
 
 std::string to_string(const Shape& s);
 std::size_t product(const Shape& s);
@@ -44,7 +61,7 @@ std::size_t product(const Shape& s);
 class Tensor {
  public:
   Tensor() = default;
-  /// Uninitialised contents (see TensorAllocator).
+  /// Uninitialised contents (see HostAllocator).
   explicit Tensor(Shape shape) : shape_(std::move(shape)), data_(product(shape_)) {}
   Tensor(Shape shape, float fill) : shape_(std::move(shape)), data_(product(shape_), fill) {}
 
@@ -56,10 +73,16 @@ class Tensor {
 
   float* data() { return data_.data(); }
   const float* data() const { return data_.data(); }
+#if !defined(GRADSYNC_TRAINER_CUDA)
   std::span<float> span() { return data_; }
   std::span<const float> span() const { return data_; }
   float& operator[](std::size_t i) { return data_[i]; }
   float operator[](std::size_t i) const { return data_[i]; }
+#endif
+  /// The values in host memory, on either backend.
+  std::vector<float> to_host() const;
+  /// Overwrites the values from host memory (same size).
+  void from_host(std::span<const float> values);
 
   /// Same data, new shape of equal size.
   Tensor reshaped(Shape shape) const&;
@@ -70,8 +93,26 @@ class Tensor {
 
  private:
   Shape shape_;
-  std::vector<float, TensorAllocator> data_;
+  Buffer<float> data_;
 };
+
+/// A buffer's values in host memory, and back (copies on either backend).
+template <class T>
+std::vector<T> to_host(const Buffer<T>& b) {
+#if defined(GRADSYNC_TRAINER_CUDA)
+  return b.to_host();
+#else
+  return {b.begin(), b.end()};
+#endif
+}
+template <class T>
+void from_host(Buffer<T>& b, std::span<const T> values) {
+#if defined(GRADSYNC_TRAINER_CUDA)
+  b.from_host(values);
+#else
+  b.assign(values.begin(), values.end());
+#endif
+}
 
 /// Throws std::invalid_argument "<what>: expected <expected>, got <shape>" when the check fails.
 void expect_shape(bool ok, const char* what, const char* expected, const Shape& got);

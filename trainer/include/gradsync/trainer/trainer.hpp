@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gradsync/trainer/data.hpp"
+#include "gradsync/trainer/loss_scaler.hpp"
 #include "gradsync/trainer/model.hpp"
 #include "gradsync/trainer/optimizer.hpp"
 #include "gradsync/trainer/sync.hpp"
@@ -29,6 +30,8 @@ struct TrainConfig {
   std::string lr_schedule = "cosine";
   double warmup_epochs = 0.0;
   OptimizerConfig optimizer;
+  std::string precision = "fp32";         ///< or "mixed": fp16 compute, fp32 masters, loss scaling
+  LossScaler::Config loss_scaling;        ///< mixed only
   std::uint64_t seed = 1;
   std::size_t ranks = 1;                  ///< replicas this process runs (threads)
   std::size_t world = 0;                  ///< > 0: ranks in the whole job (MPI); 0: `ranks`
@@ -57,6 +60,8 @@ struct TrainResult {
   double test_loss = 0, test_accuracy = 0;    ///< last evaluation
   std::size_t parameters = 0;
   double sync_wait_seconds = 0;               ///< rank 0 blocked in wait_for (exposed communication)
+  std::uint64_t skipped_steps = 0;            ///< mixed: steps skipped for overflow (the same on every rank)
+  float loss_scale = 0;                       ///< mixed: the final loss scale
   std::vector<std::vector<float>> weights;    ///< rank 0's final parameters, forward order
 };
 
@@ -70,7 +75,8 @@ TrainResult train(const TrainConfig& config, SyncFactory make_sync = {});
 struct Evaluation {
   double loss = 0, accuracy = 0;
 };
-Evaluation evaluate(Model& model, const Dataset& data, std::size_t batch = 500);
+/// `half`: compute with fp16 activations, as a mixed-precision model runs.
+Evaluation evaluate(Model& model, const Dataset& data, std::size_t batch = 500, bool half = false);
 
 /// Checkpoint: the configuration that must match, the synchronization (GradientSync::describe),
 /// the iteration, parameters, momentum, buffers. Written by rank 0.
