@@ -40,7 +40,7 @@ TEST_CASE("Checkpoint + resume with lossy codecs is bit-identical (residuals, it
     CAPTURE(codec);
     const gradsync::PolicyNames policies{.slicing = "fixed:300", .priority = "forward", .codec = codec, .collective = "ring"};
     const std::string whole = "gradsync_test_ef_whole.ckpt", part = "gradsync_test_ef_part.ckpt";
-    TrainConfig c = small_config();
+    TrainConfig c = test::small_resnet_config();
     c.epochs = 0;
     c.iterations = 8;
     c.evaluate = false;
