@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <thread>
 
@@ -194,6 +195,37 @@ TEST_CASE("One rank overflows: every rank skips the step (library Synchronizer, 
                                                         gradsync::Options{.check_finite = false});
     }));
   }
+}
+
+TEST_CASE("Mixed precision: checkpoint + resume is bit-identical (fp32 masters, loss scaler state)", "[trainer][mixed]") {
+  const auto dir = std::filesystem::temp_directory_path();
+  const std::string whole = (dir / "gradsync_mixed_whole.ckpt").string(), part = (dir / "gradsync_mixed_part.ckpt").string();
+  TrainConfig c = test::small_resnet_config();
+  c.precision = "mixed";
+  c.epochs = 1;
+  c.evaluate = false;
+  // Oversized and quick to grow: the run both skips steps and changes its scale, so a resume that
+  // restarted the scaler would scale differently from the first resumed iteration on.
+  c.loss_scaling = {.initial_scale = 0x1p24f, .growth_interval = 3, .max_scale = 0x1p24f};
+  c.checkpoint = whole;
+  const TrainResult uninterrupted = train(c);
+  REQUIRE(uninterrupted.skipped_steps > 0);
+
+  c.checkpoint = part;
+  c.stop_after = 5;
+  train(c);
+  c.stop_after = 0;
+  c.resume = part;
+  const TrainResult resumed = train(c);
+  CHECK(resumed.weights == uninterrupted.weights);
+  CHECK(resumed.loss_scale == uninterrupted.loss_scale);
+  CHECK(resumed.skipped_steps == uninterrupted.skipped_steps);
+
+  TrainConfig fp32 = c;
+  fp32.precision = "fp32";
+  CHECK_THROWS_WITH(train(fp32), Catch::Contains("precision") && Catch::Contains("same configuration"));
+  std::filesystem::remove(whole);
+  std::filesystem::remove(part);
 }
 
 TEST_CASE("Mixed precision trains like fp32; an oversized loss scale only skips steps", "[trainer][mixed]") {

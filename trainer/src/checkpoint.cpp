@@ -15,7 +15,8 @@ constexpr char state_magic[8] = {'G', 'S', 'Y', 'N', 'C', 'S', 'T', '1'};
 // What must match for a resume to continue the same run.
 nlohmann::json identity(const TrainConfig& c) {
   return {{"model", c.model.name}, {"width", c.model.width},   {"input", c.model.input}, {"classes", c.model.classes},
-          {"dataset", c.dataset},  {"batch", c.batch},         {"ranks", c.ranks},       {"seed", c.seed}};
+          {"dataset", c.dataset},  {"batch", c.batch},         {"ranks", c.ranks},       {"seed", c.seed},
+          {"precision", c.precision}};
 }
 
 void write_floats(std::ofstream& out, std::span<const float> v) {
@@ -81,10 +82,15 @@ std::string sync_state_path(const std::string& checkpoint, std::size_t rank) {
 }
 
 void save_checkpoint(const std::string& path, const TrainConfig& config, std::size_t iteration, const Model& model,
-                     Optimizer& optimizer, const GradientSync& sync) {
+                     Optimizer& optimizer, const GradientSync& sync, const LossScaler* scaler) {
+  nlohmann::json header = {{"config", identity(config)}, {"iteration", iteration}, {"sync", sync.describe()},
+                           {"sync_state", !sync.state().empty()}};
+  if (scaler) {
+    const auto s = scaler->state();
+    header["loss_scaler"] = {{"scale", s.scale}, {"clean", s.clean}, {"skipped", s.skipped}};
+  }
   write_atomically(path, [&](std::ofstream& out) {
-    write_header(out, magic, {{"config", identity(config)}, {"iteration", iteration}, {"sync", sync.describe()},
-                              {"sync_state", !sync.state().empty()}});
+    write_header(out, magic, header);
     for (auto* p : model.params()) {
       write_floats(out, p->value.to_host());
       write_floats(out, optimizer.state().at(p->index).to_host());
@@ -102,7 +108,7 @@ void save_sync_state(const std::string& path, std::size_t rank, std::size_t iter
 }
 
 std::size_t load_checkpoint(const std::string& path, const TrainConfig& config, Model& model, Optimizer& optimizer,
-                            GradientSync& sync, std::size_t rank) {
+                            GradientSync& sync, std::size_t rank, LossScaler* scaler) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(path + ": cannot open checkpoint");
   nlohmann::json h = read_header(in, magic, path, "gradsync-train checkpoint");
@@ -122,6 +128,14 @@ std::size_t load_checkpoint(const std::string& path, const TrainConfig& config, 
   }
   for (auto* b : model.buffers()) read_tensor(in, *b, path, "buffers");
   const auto iteration = h["iteration"].get<std::size_t>();
+  if (scaler) {  // mixed precision (part of the identity checked above): the header has the state
+    try {
+      const auto& s = h.at("loss_scaler");
+      scaler->restore({s.at("scale").get<float>(), s.at("clean").get<int>(), s.at("skipped").get<std::uint64_t>()});
+    } catch (const nlohmann::json::exception& e) {
+      throw std::runtime_error(path + ": corrupt loss scaler state in the header (" + e.what() + ")");
+    }
+  }
   if (!h.value("sync_state", false)) {
     sync.load_state(iteration, {});
     return iteration;

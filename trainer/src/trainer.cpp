@@ -35,6 +35,7 @@ class Rank final : public StepHooks {
   Optimizer& optimizer() { return opt_; }
   GradientSync& sync() { return *sync_; }
   const MixedPrecision* mixed() const { return mixed_ ? &*mixed_ : nullptr; }
+  LossScaler* scaler() { return mixed_ ? &mixed_->scaler() : nullptr; }
   /// After a checkpoint was loaded into the parameters (mixed: they are the new fp32 masters).
   void adopt_loaded() {
     if (mixed_) mixed_->adopt(model_->params());
@@ -273,7 +274,7 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
       Rank rank(cfg, r, make_sync);
       std::size_t start = 0;
       if (!cfg.resume.empty()) {
-        start = load_checkpoint(cfg.resume, cfg, rank.model(), rank.optimizer(), rank.sync(), r);
+        start = load_checkpoint(cfg.resume, cfg, rank.model(), rank.optimizer(), rank.sync(), r, rank.scaler());
         rank.adopt_loaded();
       }
       if (start > total)
@@ -335,7 +336,9 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
           loss_sum = correct = labels = 0;
         }
         if (save_now)
-          rank.with_masters([&] { save_checkpoint(cfg.checkpoint, cfg, it + 1, rank.model(), rank.optimizer(), rank.sync()); });
+          rank.with_masters([&] {
+            save_checkpoint(cfg.checkpoint, cfg, it + 1, rank.model(), rank.optimizer(), rank.sync(), rank.scaler());
+          });
         if (epoch_end) epoch_start = Clock::now();
       }
       rank.flush();

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <span>
 #include <stdexcept>
+#include <string>
 
 namespace gradsync::trainer {
 
@@ -43,6 +44,23 @@ class LossScaler {
 
   float scale() const { return scale_; }
   std::uint64_t skipped_steps() const { return skipped_; }
+
+  /// Everything update() has learned: checkpoints carry it so a resumed run scales as an
+  /// uninterrupted one would.
+  struct State {
+    float scale;
+    int clean;  // clean steps since the scale last changed
+    std::uint64_t skipped;
+  };
+  State state() const { return {scale_, clean_, skipped_}; }
+  void restore(const State& s) {
+    if (!(s.scale >= c_.min_scale && s.scale <= c_.max_scale) || s.clean < 0 || s.clean >= c_.growth_interval)
+      throw std::invalid_argument("LossScaler: saved state (scale " + std::to_string(s.scale) + ", " +
+                                  std::to_string(s.clean) + " clean steps) is outside this configuration's limits");
+    scale_ = s.scale;
+    clean_ = s.clean;
+    skipped_ = s.skipped;
+  }
 
   /// Divides `grad` by the scale in place; returns false if any value is Inf or NaN.
   bool unscale(std::span<float> grad) const {

@@ -42,6 +42,7 @@ class MixedPrecision {
   void step(Param& p, Optimizer& optimizer, float lr);
 
   const LossScaler& scaler() const { return scaler_; }
+  LossScaler& scaler() { return scaler_; }
 
  private:
   LossScaler scaler_;

@@ -79,16 +79,18 @@ struct Evaluation {
 Evaluation evaluate(Model& model, const Dataset& data, std::size_t batch = 500, bool half = false);
 
 /// Checkpoint: the configuration that must match, the synchronization (GradientSync::describe),
-/// the iteration, parameters, momentum, buffers. Written by rank 0.
+/// the iteration, parameters, momentum, buffers, and the loss scaler's state under mixed precision
+/// (`scaler`, else null). Written by rank 0.
 void save_checkpoint(const std::string& path, const TrainConfig& config, std::size_t iteration, const Model& model,
-                     Optimizer& optimizer, const GradientSync& sync);
+                     Optimizer& optimizer, const GradientSync& sync, const LossScaler* scaler);
 /// Rank `rank`'s synchronizer state (codec residuals), when it has any, in sync_state_path(path,
 /// rank): every rank writes its own at each checkpoint.
 void save_sync_state(const std::string& path, std::size_t rank, std::size_t iteration, const GradientSync& sync);
 std::string sync_state_path(const std::string& checkpoint, std::size_t rank);  ///< "<checkpoint>.rank<r>"
-/// Restores into model, optimizer and rank `rank`'s synchronizer; returns the iteration to
-/// continue from. Throws std::runtime_error naming the file and what differs.
+/// Restores into model, optimizer, rank `rank`'s synchronizer and `scaler` (mixed precision, else
+/// null); returns the iteration to continue from. Throws std::runtime_error naming the file and
+/// what differs.
 std::size_t load_checkpoint(const std::string& path, const TrainConfig& config, Model& model, Optimizer& optimizer,
-                            GradientSync& sync, std::size_t rank);
+                            GradientSync& sync, std::size_t rank, LossScaler* scaler);
 
 }  // namespace gradsync::trainer
