@@ -22,12 +22,8 @@ export PATH=$PATH:/usr/local/cuda/bin
 # ---- configure and build ----
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DGRADSYNC_BUILD_TESTS=ON -DGRADSYNC_GPU_TESTS=ON \
   -DCMAKE_CUDA_ARCHITECTURES=native
-targets=(test_cuda_twins test_device_codecs bench_gpu_codec)
+targets=(test_cuda_twins test_device_codecs bench_gpu_codec test_trainer_gpu gradsync-train-cuda gradsync-train)
 grep -q '^GRADSYNC_NCCL_LIBRARY:.*nccl' "$build/CMakeCache.txt" && targets+=(test_nccl test_nccl_usage)
-# >>> CUDA trainer (issue 6, trainer helper): set its executable target here (or in the environment).
-trainer_target=${GRADSYNC_GPU_TRAINER_TARGET:-}
-# <<<
-[ -n "$trainer_target" ] && targets+=("$trainer_target")
 cmake --build "$build" -j"$jobs" --target "${targets[@]}"
 
 # ---- tests ----
@@ -39,11 +35,16 @@ json=$build/bench_gpu_codec.json
 "$build/benchmarks/gpu/bench_gpu_codec" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
   --benchmark_out="$json" --benchmark_out_format=json
 
-# ---- CUDA trainer benchmark ----
-# >>> Trainer helper: replace with the CUDA trainer's throughput command (images/s, fp32 and mixed
-# precision); it must print one line "trainer: <text>" for the table.
-trainer_line="trainer: the CUDA trainer benchmark is not wired into run.sh yet"
-# <<<
+# ---- trainer throughput: ResNet-20 (CIFAR shape), batch 128, device fp32 / device mixed / host ----
+train_rate() {  # $1 executable, $2 precision -> images/s from its metrics JSON
+  local m=$build/trainer_$(basename "$1")_$2.json
+  "$1" --model resnet20 --width 1 --dataset synthetic --input 3x32x32 --classes 10 --synthetic-size 8192 \
+    --batch 128 --iterations 200 --ranks 1 --sync local --no-eval -q --precision "$2" --metrics "$m" >/dev/null
+  python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["images_per_second"]))' "$m"
+}
+trainer_line="ResNet-20, 3x32x32, batch 128, 200 iterations, 1 rank, images/s: device fp32 \
+$(train_rate "$build/trainer/gradsync-train-cuda" fp32), device mixed $(train_rate "$build/trainer/gradsync-train-cuda" mixed), \
+host fp32 ($(nproc) cores) $(train_rate "$build/trainer/gradsync-train" fp32)"
 
 # ---- results table ----
 device=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)

@@ -27,7 +27,11 @@ struct ThreadContext {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
   ThreadContext() {
-    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    // The first CUDA call of a thread: where a machine without a usable GPU is found out.
+    if (const cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); e != cudaSuccess)
+      throw std::runtime_error(std::string("CUDA: no usable GPU (") + cudaGetErrorString(e) +
+                               "): run gradsync-train (the host build) here, or check the NVIDIA driver and "
+                               "CUDA_VISIBLE_DEVICES");
     check_blas(cublasCreate(&blas), "cublasCreate");
     check_blas(cublasSetStream(blas, stream), "cublasSetStream");
   }
