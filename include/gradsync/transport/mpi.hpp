@@ -33,11 +33,32 @@
 #include <vector>
 
 #include "mpi_session.hpp"
-#include "../detail/backoff.hpp"
 #include "transport.hpp"
 
 namespace gradsync::transport {
 
+namespace detail {
+/// Waiting without stealing the CPU other ranks need (4 ranks may share 2 cores): spin briefly,
+/// then yield, then sleep with growing pauses up to 1 ms. MPI only progresses inside our MPI_Test
+/// calls, so the pauses stay short while a transfer is likely under way.
+class Backoff {
+ public:
+  void pause() {
+    ++rounds_;
+    if (rounds_ <= 16) return;
+    if (rounds_ <= 256) {
+      std::this_thread::yield();
+      return;
+    }
+    std::this_thread::sleep_for(sleep_);
+    sleep_ = std::min(sleep_ * 2, std::chrono::microseconds(1000));
+  }
+
+ private:
+  unsigned rounds_ = 0;
+  std::chrono::microseconds sleep_{10};
+};
+}  // namespace detail
 
 class Mpi final : public Transport {
  public:

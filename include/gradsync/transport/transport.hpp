@@ -41,14 +41,10 @@ class Transport {
   /// recv_for with the transport's timeout; a silent peer becomes a PeerError naming it.
   std::size_t recv(int src, Tag tag, std::span<std::byte> out) {
     if (auto n = recv_for(src, tag, out, timeout())) return *n;
-    throw silent_peer(src, tag);
-  }
-  /// The error for rank `src` sending nothing with `tag` within timeout().
-  PeerError silent_peer(int src, Tag tag) const {
-    return PeerError("gradsync: " + describe() + " waited " + std::to_string(timeout().count()) +
-                     " ms for rank " + std::to_string(src) + " (tag " + std::to_string(tag) +
-                     "): that rank died, stopped calling gradient_ready, or is too slow; "
-                     "raise Options::timeout if it is only slow");
+    throw PeerError("gradsync: " + describe() + " waited " + std::to_string(timeout().count()) +
+                    " ms for rank " + std::to_string(src) + " (tag " + std::to_string(tag) +
+                    "): that rank died, stopped calling gradient_ready, or is too slow; "
+                    "raise Options::timeout if it is only slow");
   }
   /// Sends to `dst` and receives from `src` at the same time (ring steps). Transports whose send
   /// can block until the peer receives override this.
