@@ -39,8 +39,8 @@ class Block(nn.Module):
         return F.relu(out + (self.downsample(x) if self.downsample is not None else x))
 
 
-def resnet20(classes=10):
-    layers, c = [nn.Conv2d(1, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(True)], 16
+def resnet20(classes=10, channels=1):
+    layers, c = [nn.Conv2d(channels, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(True)], 16
     for stage, planes in enumerate([16, 32, 64]):
         for i in range(3):
             layers.append(Block(c, planes, 2 if i == 0 and stage > 0 else 1))

@@ -1,12 +1,14 @@
 // The host twins of the device codecs (include/gradsync/cuda/codec.cuh), run on the host: the
 // device's decomposition of each step (per-bucket scale split over a block's threads, QSGD
-// packing one group per index, top-k by stable sort) gives exactly the host codec's bytes. The
+// packing one word per index, top-k by stable sort) gives exactly the host codec's bytes. The
 // element-wise functors both backends share are covered by the host codec tests (tests/codec):
-// Narrow*, Qsgd{Encode,Decode}, OneBit{Encode,Decode}, Add, AddWire, FeedbackCopy, Sum, Error,
-// TopKIndexBad, TopKScatter; QsgdPack, TopKKey and TopKPut are covered here.
+// Narrow* (host chunks), Qsgd{Encode,Decode}, OneBit{Encode,Decode}, Add, AddWire, FeedbackCopy,
+// Sum, Error, TopKIndexBad, TopKScatter; QsgdPackWord, QsgdDecodeElement, Narrow* one element per
+// index, TopKKey and TopKPut are covered here.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include <gradsync/codec/any.hpp>
@@ -17,6 +19,10 @@ namespace gd = gradsync::codec::detail;
 using namespace gradsync::codec;
 
 namespace {
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
 constexpr unsigned block_threads = 128;  // cuda/codec.cuh scale_threads
 
 /// The device's scale of one bucket: max as a reduction of per-thread strided maxima; l2 as 16
@@ -55,13 +61,44 @@ void check_qsgd(const Qsgd<Bits>& c) {
     const auto [begin, len] = gd::bucket_range(b, c.bucket, n);
     gd::store(payload + b * L::record_bytes(c.bucket), device_scale(v.data() + begin, len, c.norm == QsgdNorm::l2));
   }
-  gd::for_each_index(thrust::host, gd::QsgdPackKernel<Bits>::indices(n, c.bucket),
-                     gd::QsgdPackKernel<Bits>{v.data(), payload, n, c.bucket, gd::stream_key(ctx)});
+  gd::for_each_index(thrust::host, gd::QsgdPackWordKernel<Bits>::indices(n, c.bucket),
+                     gd::QsgdPackWordKernel<Bits>{v.data(), payload, n, c.bucket, gd::stream_key(ctx)});
   CHECK(dev == host);
+
+  // Decode one element per index, as the device does: the host's values, bit for bit.
+  const std::span<const std::byte> wire(host);
+  const auto base = test_util::gaussian(n, 13);
+  std::vector<float> want(n), got(n), want_sum = base, got_sum = base;
+  c.decode(wire, want);
+  c.decode_add(wire, want_sum);
+  gd::for_each_index(thrust::host, n, gd::QsgdDecodeElementKernel<Bits, false>{payload, got.data(), c.bucket});
+  gd::for_each_index(thrust::host, n, gd::QsgdDecodeElementKernel<Bits, true>{payload, got_sum.data(), c.bucket});
+  CHECK(same_bits(got, want));
+  CHECK(same_bits(got_sum, want_sum));
+}
+
+/// fp16/bf16 one element per index (the device's chunk of 1): the host's bytes and values.
+template <class Format>
+void check_narrow() {
+  const std::size_t n = 10'007;
+  const auto v = inputs(n);
+  std::vector<std::byte> host(2 * n), dev(2 * n);
+  gd::for_each_index(thrust::host, gd::bucket_count(n, gd::narrow_chunk), gd::NarrowEncodeKernel<Format>{v.data(), host.data(), n});
+  gd::for_each_index(thrust::host, n, gd::NarrowEncodeKernel<Format>{v.data(), dev.data(), n, 1});
+  CHECK(dev == host);
+  std::vector<float> want = v, got = v;
+  gd::for_each_index(thrust::host, gd::bucket_count(n, gd::narrow_chunk), gd::NarrowDecodeKernel<Format, true>{host.data(), want.data(), n});
+  gd::for_each_index(thrust::host, n, gd::NarrowDecodeKernel<Format, true>{dev.data(), got.data(), n, 1});
+  CHECK(same_bits(got, want));
 }
 }  // namespace
 
-TEST_CASE("Device QSGD decomposition (block scale, one group per index) gives the host bytes", "[cuda][twin]") {
+TEST_CASE("Device fp16/bf16 (one element per index) give the host bytes and values", "[cuda][twin]") {
+  check_narrow<gd::Fp16Format>();
+  check_narrow<gd::Bf16Format>();
+}
+
+TEST_CASE("Device QSGD decomposition (block scale, one word per index; decode one element per index) gives the host bytes", "[cuda][twin]") {
   for (auto norm : {QsgdNorm::max, QsgdNorm::l2}) {
     check_qsgd(Qsgd<2>{.norm = norm, .bypass_below = 0});
     check_qsgd(Qsgd<4>{.bucket = 1024, .norm = norm, .bypass_below = 0});
@@ -105,7 +142,13 @@ TEST_CASE("Device top-k (stable sort by descending magnitude) picks the host's i
 }
 
 #if !defined(GRADSYNC_WITH_NCCL)
-TEST_CASE("Collective 'nccl' without NCCL says how to get it", "[cuda][nccl]") {
+TEST_CASE("Collectives 'nccl' and 'nccl-hierarchical' without NCCL say how to get them", "[cuda][nccl]") {
+  try {
+    gradsync::collective::AnyCollective::parse("nccl-hierarchical:2");
+    FAIL("parse(\"nccl-hierarchical:2\") accepted in a build without NCCL");
+  } catch (const gradsync::ConfigError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("gradsync::nccl") && Catch::Contains("'hierarchical'"));
+  }
   try {
     gradsync::collective::AnyCollective::parse("nccl");
     FAIL("parse(\"nccl\") accepted in a build without NCCL");

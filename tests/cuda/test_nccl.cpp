@@ -1,5 +1,6 @@
-// transport::Nccl + collective 'nccl' on every visible GPU, one in-process rank per GPU
-// (bootstrapped over InProcess), against the reference sum. Needs a GPU (GRADSYNC_GPU_TESTS).
+// transport::Nccl + collectives 'nccl' and 'nccl-hierarchical' on every visible GPU, one
+// in-process rank per GPU (bootstrapped over InProcess), against the reference sum. Needs a GPU
+// (GRADSYNC_GPU_TESTS).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -21,7 +22,9 @@ int gpus() {
 float value(int rank, std::size_t i) { return static_cast<float>(rank + 1) * 0.25f + static_cast<float>(i % 1000) * 1e-3f; }
 }  // namespace
 
-TEST_CASE("NcclNative sums every GPU's unit, on device and from host memory", "[gpu][nccl]") {
+TEST_CASE("NcclNative and NcclHierarchical sum every GPU's unit, on device and from host memory", "[gpu][nccl]") {
+  const std::string name = GENERATE(as<std::string>{}, "nccl", "nccl-hierarchical:1", "nccl-hierarchical:2");
+  CAPTURE(name);
   const int ranks = gpus();
   REQUIRE(ranks > 0);
   const std::size_t n = 1'000'003;
@@ -34,7 +37,7 @@ TEST_CASE("NcclNative sums every GPU's unit, on device and from host memory", "[
       threads.emplace_back([&, r] {
         try {
           transport::Nccl nccl(group.rank(r), r);
-          const auto collective = collective::AnyCollective::parse("nccl");
+          const auto collective = collective::AnyCollective::parse(name);
           collective::Workspace ws;
           std::vector<float> h(n);
           for (std::size_t i = 0; i < n; ++i) h[i] = value(r, i);

@@ -1,8 +1,10 @@
 // Finite-difference gradient checks for every layer type, plus the hook order contract.
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include "layer_checks.hpp"
+#include "gradsync/trainer/kernels.hpp"
 #include "gradsync/trainer/layers.hpp"
 #include "gradsync/trainer/model.hpp"
 
@@ -59,6 +61,33 @@ TEST_CASE("Conv2d per-image and batched lowerings agree", "[trainer][gradcheck]"
       REQUIRE(a.shape() == b.shape());
       for (std::size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == Approx(b[i]).margin(1e-5));
     }
+  }
+}
+
+TEST_CASE("im2col/col2im: the device's element forms give the host's row forms' bits", "[trainer][twin]") {
+  // Rows (image, ...) of a chunk of 2 images; geometries with padding, stride and a 1x1 kernel.
+  for (auto [k, s, p] : {std::tuple{3, 1, 1}, std::tuple{3, 2, 1}, std::tuple{5, 1, 2}, std::tuple{1, 2, 0}, std::tuple{2, 2, 1}}) {
+    CAPTURE(k, s, p);
+    const std::size_t n = 2, c = 3, h = 7, w = 6, oh = (h + 2 * p - k) / s + 1, ow = (w + 2 * p - k) / s + 1;
+    const std::size_t rows = c * k * k, ld = n * oh * ow;
+    const Tensor x = random_tensor({n, c, h, w}, 31), col = random_tensor({rows, ld}, 32);
+    const kernels::Im2col im2col{x.data(), nullptr, c, h, w, std::size_t(k), std::size_t(s), std::size_t(p), oh, ow, ld};
+    const kernels::Col2im col2im{col.data(), nullptr, c, h, w, std::size_t(k), std::size_t(s), std::size_t(p), oh, ow, ld};
+    Tensor by_row({rows, ld}, 7.0f), by_element({rows, ld}, 7.0f);
+    auto a = im2col, b = im2col;
+    a.col = by_row.data();
+    b.col = by_element.data();
+    for (std::size_t r = 0; r < n * rows; ++r) a(r);
+    for (std::size_t i = 0; i < n * rows * oh * ow; ++i) gradsync::trainer::detail::ElementOf<kernels::Im2col>{b, oh * ow}(i);
+    CHECK(std::memcmp(by_row.data(), by_element.data(), by_row.size() * sizeof(float)) == 0);
+
+    Tensor dx_row({n, c, h, w}, 7.0f), dx_element({n, c, h, w}, 7.0f);
+    auto d = col2im, e = col2im;
+    d.x = dx_row.data();
+    e.x = dx_element.data();
+    for (std::size_t r = 0; r < n * c; ++r) d(r);
+    for (std::size_t i = 0; i < n * c * h * w; ++i) gradsync::trainer::detail::ElementOf<kernels::Col2im>{e, h * w}(i);
+    CHECK(std::memcmp(dx_row.data(), dx_element.data(), dx_row.size() * sizeof(float)) == 0);
   }
 }
 

@@ -26,6 +26,7 @@ void check_blas(cublasStatus_t s, const char* what) {
 struct ThreadContext {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
+  bool fp16 = false;  // set_fp16_gemm
   ThreadContext() {
     // The first CUDA call of a thread: where a machine without a usable GPU is found out.
     if (const cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); e != cudaSuccess)
@@ -70,10 +71,15 @@ void synchronize() { check(cudaStreamSynchronize(stream()), "cudaStreamSynchroni
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
           std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
   if (m == 0 || n == 0) return;
-  check_blas(cublasSgemm(context().blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                         int(n), int(m), int(k), &alpha, b, int(ldb), a, int(lda), &beta, c, int(ldc)),
-             "cublasSgemm");
+  ThreadContext& ctx = context();
+  check_blas(cublasGemmEx(ctx.blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, int(n),
+                          int(m), int(k), &alpha, b, CUDA_R_32F, int(ldb), a, CUDA_R_32F, int(lda), &beta, c,
+                          CUDA_R_32F, int(ldc), ctx.fp16 ? CUBLAS_COMPUTE_32F_FAST_16F : CUBLAS_COMPUTE_32F,
+                          CUBLAS_GEMM_DEFAULT),
+             ctx.fp16 ? "cublasGemmEx (fp16 inputs, fp32 accumulation)" : "cublasGemmEx (fp32)");
 }
+
+void set_fp16_gemm(bool on) { context().fp16 = on; }
 
 double sum_squares(const float* x, std::size_t n) {
   return thrust::transform_reduce(thrust::cuda::par.on(stream()), x, x + n, Square{}, 0.0, thrust::plus<double>());

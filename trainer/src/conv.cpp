@@ -73,19 +73,18 @@ Tensor Conv2d::do_forward(const Tensor& x, Context& ctx) {
   if (nb_max > 1) chunk_.resize({out_, nb_max * s});
   for (std::size_t b0 = 0; b0 < n; b0 += nb_max) {
     const std::size_t nb = std::min(nb_max, n - b0), ld = nb * s;
-    for (std::size_t i = 0; i < nb; ++i)
-      backend::for_each(rows, kernels::Im2col{x.data() + (b0 + i) * in_ * h * w, col_.data(), h, w, k_, stride_,
-                                              pad_, oh, ow, ld, i * s}, s);
+    backend::for_each_2d(nb * rows, s, kernels::Im2col{x.data() + b0 * in_ * h * w, col_.data(), in_, h, w, k_, stride_,
+                                                       pad_, oh, ow, ld});
     float* yb = y.data() + b0 * out_ * s;
     if (nb == 1) {  // the GEMM output is already NCHW for a single image
       backend::gemm(false, false, out_, s, rows, 1.0f, weight.value.data(), rows, col_.data(), ld, 0.0f, yb, s);
       if (has_bias_)  // in place: chunk and NCHW coincide for one image
-        backend::for_each(out_, kernels::ChunkToNchw{yb, bias.value.data(), yb, out_, s, 1}, s);
+        backend::for_each_2d(out_, s, kernels::ChunkToNchw{yb, bias.value.data(), yb, out_, s, 1});
     } else {
       backend::gemm(false, false, out_, ld, rows, 1.0f, weight.value.data(), rows, col_.data(), ld, 0.0f,
                     chunk_.data(), ld);
-      backend::for_each(nb * out_, kernels::ChunkToNchw{chunk_.data(), has_bias_ ? bias.value.data() : nullptr, yb,
-                                                         out_, s, nb}, s);
+      backend::for_each_2d(nb * out_, s, kernels::ChunkToNchw{chunk_.data(), has_bias_ ? bias.value.data() : nullptr, yb,
+                                                               out_, s, nb});
     }
   }
   if (ctx.training) input_ = x;
@@ -99,16 +98,18 @@ Tensor Conv2d::backward(const Tensor& dy, Context& ctx) {
   const std::size_t oh = dy.dim(2), ow = dy.dim(3), s = oh * ow, rows = in_ * k_ * k_;
   const std::size_t nb_max = per_image(s) ? 1 : chunk_images(n, rows, s);
   auto im2col = [&](std::size_t b0, std::size_t nb) {
-    for (std::size_t i = 0; i < nb; ++i)
-      backend::for_each(rows, kernels::Im2col{input_.data() + (b0 + i) * in_ * h * w, col_.data(), h, w, k_, stride_,
-                                              pad_, oh, ow, nb * s, i * s}, s);
+    backend::for_each_2d(nb * rows, s, kernels::Im2col{input_.data() + b0 * in_ * h * w, col_.data(), in_, h, w, k_,
+                                                       stride_, pad_, oh, ow, nb * s});
   };
   auto col2im = [&](std::size_t b0, std::size_t nb, Tensor& dx) {
-    for (std::size_t i = 0; i < nb; ++i)
-      backend::for_each(in_, kernels::Col2im{col_.data(), dx.data() + (b0 + i) * in_ * h * w, h, w, k_, stride_,
-                                             pad_, oh, ow, nb * s, i * s}, k_ * k_ * s);
+    backend::for_each_2d(nb * in_, h * w, kernels::Col2im{col_.data(), dx.data() + b0 * in_ * h * w, in_, h, w, k_,
+                                                          stride_, pad_, oh, ow, nb * s});
   };
-  if (has_bias_) backend::for_each(out_, kernels::ChannelSum{dy.data(), bias.grad.data(), n, out_, s}, n * s);
+  if (has_bias_) {  // per-plane partial sums, then per channel (kernels.hpp PlaneTerm)
+    Tensor partial({n * out_});
+    backend::reduce_rows(n * out_, s, kernels::PlaneTerm{dy.data(), nullptr, out_, s, false}, partial.data());
+    backend::reduce_rows(out_, n, kernels::ChannelPartial{partial.data(), out_}, bias.grad.data());
+  }
   Tensor dx(input_.shape());
   if (nb_max == 1 && stride_ == 1) {  // padded-width form, as in forward
     const Shifted g = shifted(h, w, oh);
@@ -149,7 +150,7 @@ Tensor Conv2d::backward(const Tensor& dy, Context& ctx) {
   }
   chunk_.resize({out_, nb_max * s});  // dy of a chunk as [out, nb * S]
   auto gather = [&](std::size_t b0, std::size_t nb) {
-    backend::for_each(nb * out_, kernels::NchwToChunk{dy.data() + b0 * out_ * s, chunk_.data(), out_, s, nb}, s);
+    backend::for_each_2d(nb * out_, s, kernels::NchwToChunk{dy.data() + b0 * out_ * s, chunk_.data(), out_, s, nb});
   };
   // Pass 1: parameter gradients, so they can be handed to the synchronizer before the input gradient.
   for (std::size_t b0 = 0; b0 < n; b0 += nb_max) {

@@ -27,18 +27,27 @@ Tensor BatchNorm2d::do_forward(const Tensor& x, Context& ctx) {
   inv_std_.resize({c_});
   if (ctx.training) {
     if (n * s < 2) throw std::invalid_argument(name() + ": batch statistics need more than one value per channel");
-    backend::for_each(c_, kernels::BnStats{x.data(), mean.data(), inv_std_.data(), n, c_, s, eps_}, n * s);
+    // Two-pass variance (accuracy): the mean, then the mean square deviation from it.
+    partial_.resize({n * c_});
+    Tensor var({c_});
+    const double inv_m = 1.0 / double(n * s);
+    const kernels::ChannelPartial per_channel{partial_.data(), c_};
+    backend::reduce_rows(n * c_, s, kernels::PlaneTerm{x.data(), nullptr, c_, s, false}, partial_.data());
+    backend::reduce_rows(c_, n, per_channel, mean.data(), inv_m);
+    backend::reduce_rows(n * c_, s, kernels::PlaneTerm{x.data(), mean.data(), c_, s, true}, partial_.data());
+    backend::reduce_rows(c_, n, per_channel, var.data(), inv_m);
+    backend::for_each(c_, kernels::BnEvalInvStd{var.data(), inv_std_.data(), eps_});
     xhat_.resize(x.shape());
-    backend::for_each(n * c_, kernels::BnNormalize{x.data(), mean.data(), inv_std_.data(), weight.value.data(),
-                                                   bias.value.data(), xhat_.data(), y.data(), c_, s}, s);
+    backend::for_each_2d(n * c_, s, kernels::BnNormalize{x.data(), mean.data(), inv_std_.data(), weight.value.data(),
+                                                         bias.value.data(), xhat_.data(), y.data(), c_, s});
     // Running statistics use the unbiased variance, as PyTorch does.
     const float m = float(n * s);
     backend::for_each(c_, kernels::BnRunningUpdate{mean.data(), inv_std_.data(), running_mean.data(),
                                                    running_var.data(), momentum_, eps_, m / (m - 1.0f)});
   } else {
     backend::for_each(c_, kernels::BnEvalInvStd{running_var.data(), inv_std_.data(), eps_});
-    backend::for_each(n * c_, kernels::BnNormalize{x.data(), running_mean.data(), inv_std_.data(), weight.value.data(),
-                                                   bias.value.data(), nullptr, y.data(), c_, s}, s);
+    backend::for_each_2d(n * c_, s, kernels::BnNormalize{x.data(), running_mean.data(), inv_std_.data(),
+                                                         weight.value.data(), bias.value.data(), nullptr, y.data(), c_, s});
   }
   return y;
 }
@@ -47,14 +56,19 @@ Tensor BatchNorm2d::backward(const Tensor& dy, Context& ctx) {
   const std::size_t n = dy.dim(0), s = dy.size() / (n * c_);
   // Local copies: once handed over, the gradients belong to the synchronizer (aggregated in place).
   Tensor dgamma({c_}), dbeta({c_});
-  backend::for_each(c_, kernels::BnParamGrads{dy.data(), xhat_.data(), dgamma.data(), dbeta.data(), n, c_, s}, n * s);
+  partial_.resize({2, n * c_});  // per plane: sum(dy * xhat), sum(dy)
+  float* dot = partial_.data();
+  float* sum = dot + n * c_;
+  backend::reduce_rows(n * c_, s, kernels::PlaneProduct{dy.data(), xhat_.data(), s}, dot);
+  backend::reduce_rows(n * c_, s, kernels::PlaneTerm{dy.data(), nullptr, c_, s, false}, sum);
+  backend::reduce_rows(c_, n, kernels::ChannelPartial{dot, c_}, dgamma.data());
+  backend::reduce_rows(c_, n, kernels::ChannelPartial{sum, c_}, dbeta.data());
   weight.grad = dgamma;
   bias.grad = dbeta;
   grads_ready(ctx);
   Tensor dx(dy.shape());
-  backend::for_each(n * c_, kernels::BnInputGrad{dy.data(), xhat_.data(), weight.value.data(), inv_std_.data(),
-                                                 dgamma.data(), dbeta.data(), dx.data(), c_, s,
-                                                 1.0f / float(n * s)}, s);
+  backend::for_each_2d(n * c_, s, kernels::BnInputGrad{dy.data(), xhat_.data(), weight.value.data(), inv_std_.data(),
+                                                       dgamma.data(), dbeta.data(), dx.data(), c_, s, 1.0f / float(n * s)});
   return dx;
 }
 

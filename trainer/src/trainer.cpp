@@ -81,6 +81,7 @@ class Rank final : public StepHooks {
   std::pair<float, std::size_t> step(const Tensor& x, const std::vector<std::int32_t>& y, std::uint64_t seed,
                                      std::size_t iteration, float lr) {
     Context ctx{.training = true, .hooks = this, .seed = seed, .step = iteration, .half = mixed_.has_value()};
+    backend::set_fp16_gemm(ctx.half);
     mark_ = Clock::now();
     if (mixed_) settle();
     forward_label_ = "forward input";
@@ -213,6 +214,7 @@ std::string clock_text(double s) {
 Evaluation evaluate(Model& model, const Dataset& data, std::size_t batch, bool half) {
   SoftmaxCrossEntropy loss;
   Context ctx{.half = half};  // eval mode, no hooks
+  backend::set_fp16_gemm(half);
   double total_loss = 0;
   std::size_t correct = 0;
   std::vector<std::uint32_t> idx;

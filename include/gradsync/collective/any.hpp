@@ -8,6 +8,7 @@
 ///   "hybrid[:bytes[:k]]"   Hybrid: hierarchical below `bytes` (e.g. 256KiB), ring above
 ///   "mpi"                  MpiNative (only when built with MPI: GRADSYNC_WITH_MPI, target gradsync::mpi)
 ///   "nccl"                 NcclNative (only when built with NCCL: GRADSYNC_WITH_NCCL, target gradsync::nccl)
+///   "nccl-hierarchical[:k]" NcclHierarchical: NCCL inside groups of k, the ring between them (NCCL too)
 ///
 /// A runtime codec (codec::AnyCodec) is resolved to its concrete type before the collective runs,
 /// so collectives keep their per-codec fast paths (raw fp32) when chosen from strings.
@@ -25,6 +26,7 @@
 #include "mpi_native.hpp"
 #endif
 #if defined(GRADSYNC_WITH_NCCL)
+#include "nccl_hierarchical.hpp"
 #include "nccl_native.hpp"
 #endif
 
@@ -38,13 +40,14 @@ struct AnyCollective {
 #endif
 #if defined(GRADSYNC_WITH_NCCL)
                ,
-               NcclNative
+               NcclNative, NcclHierarchical
 #endif
                >
       policy;
 
   static constexpr std::string_view valid =
-      "ring, ps, reduce-broadcast, hierarchical[:k], hybrid[:bytes[:k]], mpi, nccl (k: ranks per group, bytes: e.g. 256KiB)";
+      "ring, ps, reduce-broadcast, hierarchical[:k], hybrid[:bytes[:k]], mpi, nccl, nccl-hierarchical[:k] "
+      "(k: ranks per group, bytes: e.g. 256KiB)";
 
   static AnyCollective parse(std::string_view text) {
     const auto [name, arg, has_arg] = gradsync::detail::split_policy(text);
@@ -81,6 +84,14 @@ struct AnyCollective {
 #else
       throw ConfigError("gradsync: collective 'nccl' needs gradsync built with NCCL: link the gradsync::nccl target "
                         "(CUDA and NCCL found at configure time) and use transport::Nccl; otherwise use 'ring'");
+#endif
+    }
+    if (name == "nccl-hierarchical") {
+#if defined(GRADSYNC_WITH_NCCL)
+      return {NcclHierarchical(has_arg ? group(arg) : 0)};
+#else
+      throw ConfigError("gradsync: collective 'nccl-hierarchical' needs gradsync built with NCCL: link the "
+                        "gradsync::nccl target and use transport::Nccl; otherwise use 'hierarchical'");
 #endif
     }
     gradsync::detail::bad_policy("collective", text, valid);

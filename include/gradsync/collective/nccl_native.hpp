@@ -40,7 +40,7 @@ struct NcclNative {
     using transport::detail::cuda_check;
     const std::size_t n = job.data.size();
     cuda_check(cudaSetDevice(nccl->device()), "cudaSetDevice");
-    const bool on_device = is_device_memory(job.data.data());
+    const bool on_device = transport::detail::is_device_memory(job.data.data());
     const cudaStream_t s = nccl->stream();
     float* data = job.data.data();
     cudaEvent_t done;
@@ -73,11 +73,6 @@ struct NcclNative {
 
  private:
   detail::IssueOrder order_;
-
-  static bool is_device_memory(const void* p) {
-    cudaPointerAttributes a{};
-    return p && cudaPointerGetAttributes(&a, p) == cudaSuccess && (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged);
-  }
 };
 GRADSYNC_CHECK_COLLECTIVE(NcclNative);
 

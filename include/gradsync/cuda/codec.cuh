@@ -14,6 +14,8 @@
 /// same result by construction:
 ///   - QSGD scale: a CUB block reduction per bucket (max |v|: integer max of magnitude bits,
 ///     exact in any order; 2-norm: the host's 16 fmaf lanes, one thread each, folded in order);
+///   - QSGD packing one word per thread, decode and fp16/bf16 one element per thread (the host
+///     runs a bucket or a long run per index);
 ///   - TopK selection: CUB's stable radix sort by descending magnitude (first k = the k largest,
 ///     ties to the lower index, the wire format's rule), instead of the host's radix select.
 /// Encode is asynchronous on `stream`; decode reads the 16-byte header back to the host (and
@@ -104,11 +106,11 @@ __global__ void __launch_bounds__(scale_threads) qsgd_scale_kernel(const float* 
 template <class F>
 void encode_payload(const Narrow<F>&, std::span<const float> in, std::byte* payload, const gc::EncodeContext&,
                     cudaStream_t s) {
-  for_each_index(policy(s), bucket_count(in.size(), narrow_chunk), NarrowEncodeKernel<F>{in.data(), payload, in.size()});
+  for_each_index(policy(s), in.size(), NarrowEncodeKernel<F>{in.data(), payload, in.size(), 1});
 }
 template <bool Add, class F>
 void decode_payload(const Narrow<F>&, const std::byte* payload, std::span<float> out, cudaStream_t s) {
-  for_each_index(policy(s), bucket_count(out.size(), narrow_chunk), NarrowDecodeKernel<F, Add>{payload, out.data(), out.size()});
+  for_each_index(policy(s), out.size(), NarrowDecodeKernel<F, Add>{payload, out.data(), out.size(), 1});
 }
 
 template <unsigned Bits>
@@ -118,12 +120,12 @@ void encode_payload(const gc::Qsgd<Bits>& c, std::span<const float> in, std::byt
   qsgd_scale_kernel<Bits><<<static_cast<unsigned>(buckets), scale_threads, 0, s>>>(in.data(), payload, n, c.bucket,
                                                                                      c.norm == gc::QsgdNorm::l2);
   check(cudaGetLastError(), "QSGD scale kernel launch");
-  for_each_index(policy(s), QsgdPackKernel<Bits>::indices(n, c.bucket),
-                 QsgdPackKernel<Bits>{in.data(), payload, n, c.bucket, stream_key(ctx)});
+  for_each_index(policy(s), QsgdPackWordKernel<Bits>::indices(n, c.bucket),
+                 QsgdPackWordKernel<Bits>{in.data(), payload, n, c.bucket, stream_key(ctx)});
 }
 template <bool Add, unsigned Bits>
 void decode_payload(const gc::Qsgd<Bits>& c, const std::byte* payload, std::span<float> out, cudaStream_t s) {
-  for_each_index(policy(s), bucket_count(out.size(), c.bucket), QsgdDecodeKernel<Bits, Add>{payload, out.data(), out.size(), c.bucket});
+  for_each_index(policy(s), out.size(), QsgdDecodeElementKernel<Bits, Add>{payload, out.data(), c.bucket});
 }
 
 inline void encode_payload(const gc::OneBit& c, std::span<const float> in, std::byte* payload,

@@ -21,6 +21,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -38,6 +40,12 @@ inline void nccl_check(ncclResult_t rc, const std::string& what) {
 }
 inline void cuda_check(cudaError_t rc, const std::string& what) {
   if (rc != cudaSuccess) throw std::runtime_error("gradsync: " + what + " failed: " + cudaGetErrorString(rc));
+}
+/// Whether a unit lives on a GPU (a CUDA trainer's gradients) rather than in host memory.
+inline bool is_device_memory(const void* p) {
+  cudaPointerAttributes a{};
+  return p && cudaPointerGetAttributes(&a, p) == cudaSuccess &&
+         (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged);
 }
 }  // namespace detail
 
@@ -70,6 +78,12 @@ class Nccl final : public Transport {
   Nccl& operator=(const Nccl&) = delete;
   ~Nccl() override {
     cudaSetDevice(device_);
+    for (auto& [k, g] : groups_)
+      for (Lane* lane : {&g.reduce, &g.broadcast}) {
+        cudaStreamSynchronize(lane->stream);
+        if (lane->comm) ncclCommDestroy(lane->comm);
+        cudaStreamDestroy(lane->stream);
+      }
     cudaStreamSynchronize(stream_);
     if (comm_) ncclCommDestroy(comm_);
     cudaStreamDestroy(stream_);
@@ -93,10 +107,44 @@ class Nccl final : public Transport {
   cudaStream_t stream() const { return stream_; }
   int device() const { return device_; }
 
-  /// Waits for `done` (recorded on stream() after NCCL work), polling so that a peer that never
-  /// joins becomes a PeerError after timeout() instead of a hang: the communicator is then
-  /// aborted (it cannot be used again).
-  void wait(cudaEvent_t done, const std::string& what) {
+  /// A communicator with its own stream. NCCL runs a communicator's collectives in the order
+  /// they were issued, the same on every rank; separate lanes keep separate orders.
+  struct Lane {
+    ncclComm_t comm = nullptr;
+    cudaStream_t stream = nullptr;
+  };
+  /// This rank's group of k consecutive ranks (collective::NcclHierarchical): one lane for the
+  /// reductions into the group's first rank, one for the broadcasts from it. Split from the
+  /// world communicator on first use, which is collective: every rank asks for the same k.
+  struct Group {
+    Lane reduce, broadcast;
+  };
+  Group& group(int k) {
+    std::lock_guard lock(groups_mutex_);
+    auto [it, fresh] = groups_.try_emplace(k);
+    if (!fresh) return it->second;
+    try {
+      detail::cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+      for (Lane* lane : {&it->second.reduce, &it->second.broadcast}) {
+        detail::nccl_check(ncclCommSplit(comm_, rank() / k, rank(), &lane->comm, nullptr), describe() + ": ncclCommSplit");
+        detail::cuda_check(cudaStreamCreateWithFlags(&lane->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+      }
+    } catch (...) {
+      for (Lane* lane : {&it->second.reduce, &it->second.broadcast}) {
+        if (lane->comm) ncclCommDestroy(lane->comm);
+        if (lane->stream) cudaStreamDestroy(lane->stream);
+      }
+      groups_.erase(it);
+      throw;
+    }
+    return it->second;
+  }
+
+  /// Waits for `done` (recorded on a stream after NCCL work on `comm`, the world's by default),
+  /// polling so that a peer that never joins becomes a PeerError after timeout() instead of a
+  /// hang: the communicator is then aborted (it cannot be used again).
+  void wait(cudaEvent_t done, const std::string& what) { wait(done, what, comm_); }
+  void wait(cudaEvent_t done, const std::string& what, ncclComm_t& comm) {
     const auto deadline = std::chrono::steady_clock::now() + timeout();
     auto pause = std::chrono::microseconds(5);
     for (;;) {
@@ -104,11 +152,11 @@ class Nccl final : public Transport {
       if (q == cudaSuccess) return;
       if (q != cudaErrorNotReady) detail::cuda_check(q, describe() + ": " + what);
       ncclResult_t async = ncclSuccess;
-      detail::nccl_check(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError");
+      detail::nccl_check(ncclCommGetAsyncError(comm, &async), "ncclCommGetAsyncError");
       detail::nccl_check(async, describe() + ": " + what);
       if (std::chrono::steady_clock::now() > deadline) {
-        ncclCommAbort(comm_);
-        comm_ = nullptr;
+        ncclCommAbort(comm);
+        comm = nullptr;
         throw PeerError("gradsync: " + describe() + " waited " + std::to_string(timeout().count()) + " ms for " + what +
                         ": a peer died or stopped issuing units; the NCCL communicator was aborted");
       }
@@ -122,6 +170,8 @@ class Nccl final : public Transport {
   int device_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  std::mutex groups_mutex_;
+  std::map<int, Group> groups_;  // by k; node-stable references
 };
 
 }  // namespace gradsync::transport

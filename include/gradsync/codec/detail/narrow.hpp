@@ -66,7 +66,8 @@ struct Bf16Format {
   GRADSYNC_HD static float to_float(std::uint16_t h) { return bits_float(static_cast<std::uint32_t>(h) << 16); }
 };
 
-/// Elements per kernel index: long enough runs for the vectorizer, many indices for a GPU.
+/// Elements per kernel index on a CPU: long runs for the vectorizer. A GPU runs one element per
+/// index (chunk = 1), so that neighbouring threads touch neighbouring elements (coalesced).
 inline constexpr std::size_t narrow_chunk = 4096;
 
 template <class Format>
@@ -74,8 +75,9 @@ struct NarrowEncodeKernel {
   const float* in;
   std::byte* out;
   std::size_t n;
-  GRADSYNC_HD void operator()(std::size_t chunk) const {
-    const auto [begin, len] = bucket_range(chunk, narrow_chunk, n);
+  std::size_t chunk = narrow_chunk;
+  GRADSYNC_HD void operator()(std::size_t index) const {
+    const auto [begin, len] = bucket_range(index, chunk, n);
     const float* src = in;  // locals: byte stores could alias the members and force reloads
     std::byte* dst = out;
     for (std::size_t i = begin; i < begin + len; ++i) store(dst + 2 * i, Format::from_float(src[i]));
@@ -87,8 +89,9 @@ struct NarrowDecodeKernel {
   const std::byte* in;
   float* out;
   std::size_t n;
-  GRADSYNC_HD void operator()(std::size_t chunk) const {
-    const auto [begin, len] = bucket_range(chunk, narrow_chunk, n);
+  std::size_t chunk = narrow_chunk;
+  GRADSYNC_HD void operator()(std::size_t index) const {
+    const auto [begin, len] = bucket_range(index, chunk, n);
     for (std::size_t i = begin; i < begin + len; ++i) {
       const float v = Format::to_float(load<std::uint16_t>(in + 2 * i));
       out[i] = Add ? out[i] + v : v;

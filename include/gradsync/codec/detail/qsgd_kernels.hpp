@@ -35,16 +35,32 @@ GRADSYNC_HD inline float qsgd_scale(const float* v, std::size_t len, bool l2) {
   return l2 ? sqrtf(sum_squares(v, len)) : max_abs(v, len);
 }
 
+/// The Bits-wide field of one value: sign in the top bit, level q below. Stochastic rounding:
+/// q = floor(r + u) with u uniform in [0, 1) is l + 1 with probability r - l, so E[q] = r (and
+/// needs no branch: it vectorizes). `index`: the element's index in the unit (its RNG counter).
+template <unsigned Bits>
+GRADSYNC_HD inline std::uint32_t qsgd_field(float x, float mult, std::uint64_t key, std::uint32_t index) {
+  constexpr auto s = static_cast<std::int32_t>(QsgdLayout<Bits>::levels);
+  const std::uint32_t bits = float_bits(x);
+  float r = bits_float(bits & 0x7fffffffu) * mult;
+  r = r < static_cast<float>(s) ? r : static_cast<float>(s);  // r <= s already; maps NaN too
+  auto q = static_cast<std::int32_t>(r + uniform(key, index));
+  q = q < s ? q : s;  // r + u can round up to s + 1 in float
+  return static_cast<std::uint32_t>(q) | (bits >> 31) << (Bits - 1);
+}
+/// levels / scale: the factor that maps |v| to [0, levels].
+template <unsigned Bits>
+GRADSYNC_HD inline float qsgd_mult(float scale) {
+  return scale > 0.0f ? static_cast<float>(QsgdLayout<Bits>::levels) / scale : 0.0f;
+}
+
 /// Quantizes and packs group g (elements [128g, 128g + 128) of a bucket of len values starting
 /// at v, element index `first` of the unit) into `groups` (the bucket's record after its scale).
-/// Stochastic rounding: q = floor(r + u) with u uniform in [0, 1) is l + 1 with probability
-/// r - l, so E[q] = r (and needs no branch: it vectorizes).
 template <unsigned Bits>
 GRADSYNC_HD void qsgd_pack_group(const float* v, std::size_t len, std::size_t first, std::size_t g, float scale,
                                  std::uint64_t key, std::byte* groups) {
   using L = QsgdLayout<Bits>;
-  constexpr auto s = static_cast<std::int32_t>(L::levels);
-  const float mult = scale > 0.0f ? static_cast<float>(L::levels) / scale : 0.0f;
+  const float mult = qsgd_mult<Bits>(scale);
   float tail[L::group];
   const float* x = v + g * L::group;
   if ((g + 1) * L::group > len) {  // the bucket's last, partial group: zero-padded
@@ -56,12 +72,7 @@ GRADSYNC_HD void qsgd_pack_group(const float* v, std::size_t len, std::size_t fi
   for (std::uint32_t f = 0; f < L::fields; ++f)
     for (std::uint32_t k = 0; k < L::words; ++k) {
       const std::uint32_t o = f * L::words + k;
-      const std::uint32_t bits = float_bits(x[o]);
-      float r = bits_float(bits & 0x7fffffffu) * mult;
-      r = r < static_cast<float>(s) ? r : static_cast<float>(s);  // r <= s already; maps NaN too
-      auto q = static_cast<std::int32_t>(r + uniform(key, static_cast<std::uint32_t>(first + o)));
-      q = q < s ? q : s;  // r + u can round up to s + 1 in float
-      w[k] |= (static_cast<std::uint32_t>(q) | (bits >> 31) << (Bits - 1)) << (f * Bits);
+      w[k] |= qsgd_field<Bits>(x[o], mult, key, static_cast<std::uint32_t>(first + o)) << (f * Bits);
     }
   memcpy(groups + g * L::group_bytes, w, sizeof w);
 }
@@ -86,10 +97,12 @@ struct QsgdEncodeKernel {
   }
 };
 
-/// Device encode, second step: one group per index, its bucket's scale already in the record
-/// (written by the CUDA block reduction, cuda/codec.cuh). Same bytes as QsgdEncodeKernel.
+/// Device encode, second step: one packed word per index, its bucket's scale already in the
+/// record (written by the CUDA block reduction, cuda/codec.cuh). Field f of word k is element
+/// f * words + k of the group, so neighbouring threads read neighbouring elements. Same bytes as
+/// QsgdEncodeKernel.
 template <unsigned Bits>
-struct QsgdPackKernel {
+struct QsgdPackWordKernel {
   using L = QsgdLayout<Bits>;
   const float* in;
   std::byte* out;
@@ -97,15 +110,23 @@ struct QsgdPackKernel {
   std::size_t bucket;
   std::uint64_t key;
 
-  /// Kernel indices: groups per full bucket times the bucket count (some past a short last bucket).
-  static std::size_t indices(std::size_t n, std::size_t bucket) { return bucket_count(n, bucket) * (bucket / L::group); }
+  /// Kernel indices: words per full bucket times the bucket count (some past a short last bucket).
+  static std::size_t indices(std::size_t n, std::size_t bucket) {
+    return bucket_count(n, bucket) * (bucket / L::group) * L::words;
+  }
 
   GRADSYNC_HD void operator()(std::size_t i) const {
-    const std::size_t per = bucket / L::group, b = i / per, g = i % per;
+    const std::size_t per = bucket / L::group, k = i % L::words, b = i / L::words / per, g = i / L::words % per;
     const auto [begin, len] = bucket_range(b, bucket, n);
     if (g * L::group >= len) return;
     std::byte* rec = out + b * L::record_bytes(bucket);
-    qsgd_pack_group<Bits>(in + begin, len, begin, g, load<float>(rec), key, rec + 4);
+    const float mult = qsgd_mult<Bits>(load<float>(rec));
+    std::uint32_t w = 0;
+    for (std::uint32_t f = 0; f < L::fields; ++f) {
+      const std::size_t o = g * L::group + f * L::words + k;  // in the bucket
+      w |= qsgd_field<Bits>(o < len ? in[begin + o] : 0.0f, mult, key, static_cast<std::uint32_t>(begin + o)) << (f * Bits);
+    }
+    store(rec + 4 + g * L::group_bytes + 4 * k, w);
   }
 };
 
@@ -136,15 +157,39 @@ struct QsgdDecodeKernel {
   GRADSYNC_HD static void unpack(const std::byte* src, float step, float* dst) {
     std::uint32_t w[L::words];
     memcpy(w, src, sizeof w);
-    constexpr std::uint32_t mask = (1u << Bits) - 1;
     for (std::uint32_t f = 0; f < L::fields; ++f)
       for (std::uint32_t k = 0; k < L::words; ++k) {
-        const std::uint32_t field = (w[k] >> (f * Bits)) & mask;
-        const float mag = static_cast<float>(static_cast<std::int32_t>(field & L::levels)) * step;
-        const float v = bits_float(float_bits(mag) | (field >> (Bits - 1)) << 31);
+        const float v = value(w[k], f, step);
         float& d = dst[f * L::words + k];
         d = Add ? d + v : v;
       }
+  }
+  /// Field f of a packed word: its level times step, with its sign.
+  GRADSYNC_HD static float value(std::uint32_t word, std::uint32_t f, float step) {
+    constexpr std::uint32_t mask = (1u << Bits) - 1;
+    const std::uint32_t field = (word >> (f * Bits)) & mask;
+    const float mag = static_cast<float>(static_cast<std::int32_t>(field & L::levels)) * step;
+    return bits_float(float_bits(mag) | (field >> (Bits - 1)) << 31);
+  }
+};
+
+/// Device decode: one element per index, so neighbouring threads write neighbouring elements
+/// (a bucket per thread leaves a GPU nearly idle on 8192-element buckets). Same values as
+/// QsgdDecodeKernel: element e of a group is field e / words of word e % words.
+template <unsigned Bits, bool Add>
+struct QsgdDecodeElementKernel {
+  using L = QsgdLayout<Bits>;
+  const std::byte* in;
+  float* out;
+  std::size_t bucket;
+
+  GRADSYNC_HD void operator()(std::size_t i) const {
+    const std::size_t b = i / bucket, o = i - b * bucket, g = o / L::group, e = o % L::group;
+    const std::byte* rec = in + b * L::record_bytes(bucket);
+    const float step = load<float>(rec) / static_cast<float>(L::levels);
+    const auto word = load<std::uint32_t>(rec + 4 + g * L::group_bytes + 4 * (e % L::words));
+    const float v = QsgdDecodeKernel<Bits, Add>::value(word, static_cast<std::uint32_t>(e / L::words), step);
+    out[i] = Add ? out[i] + v : v;
   }
 };
 

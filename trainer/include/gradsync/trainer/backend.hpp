@@ -10,12 +10,53 @@
 
 #if defined(GRADSYNC_TRAINER_CUDA)
 #include <cuda_runtime.h>
+#if defined(__CUDACC__)
+#include <cub/block/block_reduce.cuh>
+#endif
 #endif
 
 // GRADSYNC_HD (host + device) is the library's marker, shared with its codec kernels.
 #include <gradsync/codec/detail/kernel.hpp>
 
 namespace gradsync::trainer {
+
+namespace detail {
+/// Row r of a for_each_2d: f(r, j) for every j, in one host thread (the j loop vectorizes).
+template <class F>
+struct RowLoop {
+  F f;
+  std::size_t cols;
+  GRADSYNC_HD void operator()(std::size_t r) const {
+    for (std::size_t j = 0; j < cols; ++j) f(r, j);
+  }
+};
+/// Row r of a host reduce_rows: 8 independent float lanes combined in a fixed order in double,
+/// which vectorizes (one running double would be a 4-cycle dependency per term).
+template <class F>
+struct RowSum {
+  F f;
+  std::size_t cols;
+  float* out;
+  double scale;
+  GRADSYNC_HD void operator()(std::size_t r) const {
+    float lane[8] = {};
+    std::size_t j = 0;
+    for (; j + 8 <= cols; j += 8)
+      for (std::size_t l = 0; l < 8; ++l) lane[l] += f(r, j + l);
+    double s = 0.0;
+    for (; j < cols; ++j) s += f(r, j);
+    for (float v : lane) s += v;
+    out[r] = float(s * scale);
+  }
+};
+/// Element i of a for_each_2d on a device: one per thread, neighbouring threads on neighbouring j.
+template <class F>
+struct ElementOf {
+  F f;
+  std::size_t cols;
+  GRADSYNC_HD void operator()(std::size_t i) const { f(i / cols, i % cols); }
+};
+}  // namespace detail
 
 namespace host {
 
@@ -43,6 +84,21 @@ void for_each(std::size_t n, const F& f, std::size_t grain = 1) {
   }
 }
 
+/// f(r, j) for r in [0, rows), j in [0, cols): a row per index here; a functor that also has a
+/// row form f(r) (bounds-free inner loops) runs that instead. The device runs one (r, j) per thread.
+template <class F>
+void for_each_2d(std::size_t rows, std::size_t cols, const F& f) {
+  if constexpr (requires { f(std::size_t{}); }) for_each(rows, f, cols);
+  else for_each(rows, detail::RowLoop<F>{f, cols}, cols);
+}
+
+/// out[r] = scale * the sum over j in [0, cols) of f(r, j) (a float term), for r in [0, rows):
+/// a row per index here (RowSum); the device sums each row in a thread block.
+template <class F>
+void reduce_rows(std::size_t rows, std::size_t cols, const F& f, float* out, double scale = 1.0) {
+  for_each(rows, detail::RowSum<F>{f, cols, out, scale}, cols);
+}
+
 /// Row-major C[m x n] = alpha * op(A)[m x k] * op(B)[k x n] + beta * C (Eigen, OpenMP-threaded).
 /// lda/ldb/ldc are the row strides of A, B, C as stored (before op).
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
@@ -51,6 +107,10 @@ void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t 
 
 /// Sum of squares in double (LARS norms).
 double sum_squares(const float* x, std::size_t n);
+
+/// Mixed precision: this thread's GEMM inputs are fp16 values. The host multiplies them in fp32
+/// (exact for fp16 inputs, fp32 accumulation); the device on fp16 tensor cores.
+inline void set_fp16_gemm(bool) {}
 
 /// Threads used by this thread's kernels (OpenMP team size and Eigen's GEMM threads).
 void set_threads(int threads);
@@ -90,12 +150,40 @@ void for_each(std::size_t n, const F& f, std::size_t grain = 1) {
   for_each_kernel<<<unsigned(blocks < 65535 ? blocks : 65535), block, 0, stream()>>>(n, f);
   check(cudaGetLastError(), "kernel launch");
 }
+/// f(r, j) for r in [0, rows), j in [0, cols), one element per thread (the element form).
+template <class F>
+void for_each_2d(std::size_t rows, std::size_t cols, const F& f) {
+  for_each(rows * cols, detail::ElementOf<F>{f, cols});
+}
+
+inline constexpr unsigned reduce_threads = 256;
+template <class F>
+__global__ void __launch_bounds__(reduce_threads) reduce_rows_kernel(std::size_t cols, F f, float* out, double scale) {
+  using Reduce = cub::BlockReduce<float, reduce_threads>;
+  __shared__ typename Reduce::TempStorage temp;
+  const std::size_t r = blockIdx.x;
+  float acc = 0.0f;
+  for (std::size_t j = threadIdx.x; j < cols; j += reduce_threads) acc += f(r, j);
+  const float total = Reduce(temp).Sum(acc);
+  if (threadIdx.x == 0) out[r] = float(double(total) * scale);
+}
+/// out[r] = scale * the sum over j of f(r, j): one thread block per row (coalesced reads), the
+/// host's terms in a different order (results agree to rounding).
+template <class F>
+void reduce_rows(std::size_t rows, std::size_t cols, const F& f, float* out, double scale = 1.0) {
+  if (rows == 0) return;
+  reduce_rows_kernel<<<unsigned(rows), reduce_threads, 0, stream()>>>(cols, f, out, scale);
+  check(cudaGetLastError(), "kernel launch");
+}
 #endif
 
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
           const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
           std::size_t ldc);
 double sum_squares(const float* x, std::size_t n);
+/// On: cuBLAS multiplies in fp16 with fp32 accumulation (CUBLAS_COMPUTE_32F_FAST_16F: tensor
+/// cores; exact down-conversion, as mixed precision stores every GEMM input in fp16).
+void set_fp16_gemm(bool on);
 void set_threads(int threads);
 int threads();
 

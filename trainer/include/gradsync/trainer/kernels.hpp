@@ -68,66 +68,39 @@ struct DropoutApply {
   }
 };
 
-/// Sums of a plane in 8 independent float lanes, combined in a fixed order: vectorizes, unlike
-/// one running double (a 4-cycle dependency per element). Planes are at most a few thousand
-/// values, so float partial sums lose nothing that matters; callers add planes up in double.
-GRADSYNC_HD inline double plane_sum(const float* p, std::size_t n, float shift = 0.0f, bool square = false) {
-  float lane[8] = {};
-  std::size_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (std::size_t l = 0; l < 8; ++l) {
-      const float d = p[j + l] - shift;
-      lane[l] += square ? d * d : d;
-    }
-  double s = 0.0;
-  for (; j < n; ++j) {
-    const float d = p[j] - shift;
-    s += square ? d * d : d;
-  }
-  for (float v : lane) s += v;
-  return s;
-}
-/// Sum of a[j] * b[j] and of a[j], as plane_sum.
-GRADSYNC_HD inline void plane_dot_sum(const float* a, const float* b, std::size_t n, double& dot, double& sum) {
-  float ld[8] = {}, ls[8] = {};
-  std::size_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (std::size_t l = 0; l < 8; ++l) {
-      ld[l] += a[j + l] * b[j + l];
-      ls[l] += a[j + l];
-    }
-  for (; j < n; ++j) { dot += double(a[j]) * b[j]; sum += a[j]; }
-  for (std::size_t l = 0; l < 8; ++l) { dot += ld[l]; sum += ls[l]; }
-}
+// Per-channel sums of [N, C, S] tensors in two steps (backend::reduce_rows), so that both
+// backends have N * C independent rows to sum (a GPU thread per channel would walk N * S values
+// alone): each (image, channel) plane, then each channel's planes over the images.
 
-/// Per-channel batch statistics; i = channel. x is [N, C, S]. Two-pass variance for accuracy.
-struct BnStats {
-  const float* x; float* mean; float* inv_std; std::size_t n, c, s; float eps;
-  GRADSYNC_HD void operator()(std::size_t ch) const {
-    double sum = 0.0;
-    for (std::size_t b = 0; b < n; ++b) sum += plane_sum(x + (b * c + ch) * s, s);
-    const double m = sum / double(n * s);
-    double var = 0.0;
-    for (std::size_t b = 0; b < n; ++b) var += plane_sum(x + (b * c + ch) * s, s, float(m), true);
-    mean[ch] = float(m);
-    inv_std[ch] = float(1.0 / std::sqrt(var / double(n * s) + eps));
+/// Terms of per-plane sums of x [N*C planes, S]: x - shift[channel], squared if `square` (shift
+/// may be null); (row, j) = (plane, position).
+struct PlaneTerm {
+  const float* x; const float* shift; std::size_t c, s; bool square;
+  GRADSYNC_HD float operator()(std::size_t plane, std::size_t j) const {
+    const float d = x[plane * s + j] - (shift ? shift[plane % c] : 0.0f);
+    return square ? d * d : d;
   }
 };
-/// xhat = (x - mean) * inv_std; y = gamma * xhat + beta; i = (image, channel) plane.
+/// Terms of per-plane sums of a * b.
+struct PlaneProduct {
+  const float* a; const float* b; std::size_t s;
+  GRADSYNC_HD float operator()(std::size_t plane, std::size_t j) const { return a[plane * s + j] * b[plane * s + j]; }
+};
+/// Terms of per-channel sums of per-plane partials [N, C]; (row, j) = (channel, image).
+struct ChannelPartial {
+  const float* partial; std::size_t c;
+  GRADSYNC_HD float operator()(std::size_t ch, std::size_t image) const { return partial[image * c + ch]; }
+};
+
+/// xhat = (x - mean) * inv_std; y = gamma * xhat + beta; (row, j) = ((image, channel) plane, position).
 struct BnNormalize {
   const float* x; const float* mean; const float* inv_std; const float* gamma; const float* beta;
   float* xhat; float* y; std::size_t c, s;
-  GRADSYNC_HD void operator()(std::size_t plane) const {
-    const std::size_t ch = plane % c;
-    const float m = mean[ch], is = inv_std[ch], g = gamma[ch], b = beta[ch];
-    const float* px = x + plane * s;
-    float* py = y + plane * s;
-    float* ph = xhat ? xhat + plane * s : nullptr;
-    for (std::size_t j = 0; j < s; ++j) {
-      const float h = (px[j] - m) * is;
-      if (ph) ph[j] = h;
-      py[j] = g * h + b;
-    }
+  GRADSYNC_HD void operator()(std::size_t plane, std::size_t j) const {
+    const std::size_t ch = plane % c, i = plane * s + j;
+    const float h = (x[i] - mean[ch]) * inv_std[ch];
+    if (xhat) xhat[i] = h;
+    y[i] = gamma[ch] * h + beta[ch];
   }
 };
 /// Running statistics from the batch's; unbiased variance, as PyTorch. i = channel.
@@ -139,32 +112,19 @@ struct BnRunningUpdate {
     running_var[ch] = (1.0f - momentum) * running_var[ch] + momentum * var * unbias;
   }
 };
-/// Eval mode: inv_std from the running variance. i = channel.
+/// inv_std from a variance (eval mode: the running one; training: the batch's). i = channel.
 struct BnEvalInvStd {
   const float* running_var; float* inv_std; float eps;
   GRADSYNC_HD void operator()(std::size_t ch) const { inv_std[ch] = 1.0f / std::sqrt(running_var[ch] + eps); }
 };
-/// Per channel: dgamma = sum(dy * xhat), dbeta = sum(dy).
-struct BnParamGrads {
-  const float* dy; const float* xhat; float* dgamma; float* dbeta; std::size_t n, c, s;
-  GRADSYNC_HD void operator()(std::size_t ch) const {
-    double g = 0.0, b = 0.0;
-    for (std::size_t i = 0; i < n; ++i) plane_dot_sum(dy + (i * c + ch) * s, xhat + (i * c + ch) * s, s, g, b);
-    dgamma[ch] = float(g);
-    dbeta[ch] = float(b);
-  }
-};
-/// dx = gamma * inv_std / M * (M dy - dbeta - xhat dgamma), M = n * s; i = plane.
+/// dx = gamma * inv_std / M * (M dy - dbeta - xhat dgamma), M = n * s; (row, j) = (plane, position).
 struct BnInputGrad {
   const float* dy; const float* xhat; const float* gamma; const float* inv_std; const float* dgamma;
   const float* dbeta; float* dx; std::size_t c, s; float inv_m;
-  GRADSYNC_HD void operator()(std::size_t plane) const {
-    const std::size_t ch = plane % c;
-    const float k = gamma[ch] * inv_std[ch] * inv_m, dg = dgamma[ch], db = dbeta[ch], m = 1.0f / inv_m;
-    const float* pd = dy + plane * s;
-    const float* ph = xhat + plane * s;
-    float* px = dx + plane * s;
-    for (std::size_t j = 0; j < s; ++j) px[j] = k * (m * pd[j] - db - ph[j] * dg);
+  GRADSYNC_HD void operator()(std::size_t plane, std::size_t j) const {
+    const std::size_t ch = plane % c, i = plane * s + j;
+    const float k = gamma[ch] * inv_std[ch] * inv_m;
+    dx[i] = k * (1.0f / inv_m * dy[i] - dbeta[ch] - xhat[i] * dgamma[ch]);
   }
 };
 
@@ -179,14 +139,23 @@ GRADSYNC_HD inline void valid_range(std::size_t n, std::size_t size, std::size_t
   if (lo > hi) lo = hi;
 }
 
-/// im2col for one image: row r = (ci, ky, kx) of the column matrix, columns [col_offset, +oh*ow)
-/// of a matrix with `ld` columns (several images side by side).
+/// Input position (iy, ix) = (o * stride + k - pad) of output position o, or -1 in the padding.
+GRADSYNC_HD inline long tap(std::size_t o, std::size_t k, std::size_t stride, std::size_t pad, std::size_t size) {
+  const long v = long(o * stride + k) - long(pad);
+  return v >= 0 && v < long(size) ? v : -1;
+}
+
+/// im2col of a chunk of images [nb, c, h, w] into a column matrix with ld columns (images side by
+/// side): row = (image i, r), r = (ci, ky, kx) the matrix row, filling columns [i*oh*ow, +oh*ow).
+/// The row form (host) runs bounds-free inner loops; the element form (device, j = output
+/// position) writes the same values one per thread.
 struct Im2col {
-  const float* x; float* col; std::size_t h, w, k, stride, pad, oh, ow, ld, col_offset;
-  GRADSYNC_HD void operator()(std::size_t r) const {
+  const float* x; float* col; std::size_t c, h, w, k, stride, pad, oh, ow, ld;
+  GRADSYNC_HD void operator()(std::size_t row) const {
+    const std::size_t i = row / (c * k * k), r = row % (c * k * k);
     const std::size_t ci = r / (k * k), ky = (r / k) % k, kx = r % k;
-    const float* plane = x + ci * h * w;
-    float* out = col + r * ld + col_offset;
+    const float* plane = x + (i * c + ci) * h * w;
+    float* out = col + r * ld + i * oh * ow;
     std::size_t ylo, yhi, xlo, xhi;
     valid_range(oh, h, ky, stride, pad, ylo, yhi);
     valid_range(ow, w, kx, stride, pad, xlo, xhi);
@@ -201,12 +170,22 @@ struct Im2col {
       for (std::size_t ox = xhi; ox < ow; ++ox) row[ox] = 0.0f;
     }
   }
+  GRADSYNC_HD void operator()(std::size_t row, std::size_t j) const {
+    const std::size_t i = row / (c * k * k), r = row % (c * k * k);
+    const std::size_t ci = r / (k * k), ky = (r / k) % k, kx = r % k;
+    const long iy = tap(j / ow, ky, stride, pad, h), ix = tap(j % ow, kx, stride, pad, w);
+    col[r * ld + i * oh * ow + j] = iy >= 0 && ix >= 0 ? x[(i * c + ci) * h * w + std::size_t(iy) * w + std::size_t(ix)] : 0.0f;
+  }
 };
-/// col2im for one image, i = input channel (each channel sums only its own rows: no races).
+/// col2im of a chunk of images, the inverse of Im2col: row = (image i, input channel ci), whose
+/// plane sums its own k * k matrix rows (no races). The row form (host) scatters rows into the
+/// plane; the element form (device, j = input position) gathers the same terms in the same
+/// (ky, kx) order, so both give the same bits.
 struct Col2im {
-  const float* col; float* x; std::size_t h, w, k, stride, pad, oh, ow, ld, col_offset;
-  GRADSYNC_HD void operator()(std::size_t ci) const {
-    float* plane = x + ci * h * w;
+  const float* col; float* x; std::size_t c, h, w, k, stride, pad, oh, ow, ld;
+  GRADSYNC_HD void operator()(std::size_t row) const {
+    const std::size_t i = row / c, ci = row % c;
+    float* plane = x + row * h * w;
     for (std::size_t j = 0; j < h * w; ++j) plane[j] = 0.0f;
     for (std::size_t ky = 0; ky < k; ++ky) {
       std::size_t ylo, yhi;
@@ -214,7 +193,7 @@ struct Col2im {
       for (std::size_t kx = 0; kx < k; ++kx) {
         std::size_t xlo, xhi;
         valid_range(ow, w, kx, stride, pad, xlo, xhi);
-        const float* src = col + ((ci * k + ky) * k + kx) * ld + col_offset;
+        const float* src = col + ((ci * k + ky) * k + kx) * ld + i * oh * ow;
         for (std::size_t oy = ylo; oy < yhi; ++oy) {
           const long base = long(oy * stride + ky - pad) * long(w) + long(kx) - long(pad);
           const float* row = src + oy * ow;
@@ -223,6 +202,20 @@ struct Col2im {
         }
       }
     }
+  }
+  GRADSYNC_HD void operator()(std::size_t row, std::size_t j) const {
+    const std::size_t i = row / c, ci = row % c, y = j / w, xx = j % w;
+    float acc = 0.0f;
+    for (std::size_t ky = 0; ky < k; ++ky) {
+      const long ty = long(y + pad) - long(ky);  // = oy * stride for the output row that reads y
+      if (ty < 0 || ty % long(stride) != 0 || std::size_t(ty) / stride >= oh) continue;
+      for (std::size_t kx = 0; kx < k; ++kx) {
+        const long tx = long(xx + pad) - long(kx);
+        if (tx < 0 || tx % long(stride) != 0 || std::size_t(tx) / stride >= ow) continue;
+        acc += col[((ci * k + ky) * k + kx) * ld + i * oh * ow + std::size_t(ty) / stride * ow + std::size_t(tx) / stride];
+      }
+    }
+    x[row * h * w + j] = acc;
   }
 };
 
@@ -303,34 +296,20 @@ struct SgdUpdate {
 };
 
 /// Column-matrix chunk [C, nb*S] (image-major columns) -> NCHW images [nb, C, S], plus bias;
-/// i = (image, channel) plane.
+/// (row, j) = ((image, channel) plane, position).
 struct ChunkToNchw {
   const float* chunk; const float* bias; float* y; std::size_t c, s, nb;
-  GRADSYNC_HD void operator()(std::size_t plane) const {
+  GRADSYNC_HD void operator()(std::size_t plane, std::size_t j) const {
     const std::size_t img = plane / c, ch = plane % c;
-    const float b = bias ? bias[ch] : 0.0f;
-    const float* in = chunk + ch * nb * s + img * s;
-    float* out = y + plane * s;
-    for (std::size_t j = 0; j < s; ++j) out[j] = in[j] + b;
+    y[plane * s + j] = chunk[(ch * nb + img) * s + j] + (bias ? bias[ch] : 0.0f);
   }
 };
 /// The inverse gather: NCHW [nb, C, S] -> chunk [C, nb*S].
 struct NchwToChunk {
   const float* y; float* chunk; std::size_t c, s, nb;
-  GRADSYNC_HD void operator()(std::size_t plane) const {
+  GRADSYNC_HD void operator()(std::size_t plane, std::size_t j) const {
     const std::size_t img = plane / c, ch = plane % c;
-    const float* in = y + plane * s;
-    float* out = chunk + ch * nb * s + img * s;
-    for (std::size_t j = 0; j < s; ++j) out[j] = in[j];
-  }
-};
-/// Bias gradient of an NCHW output: db[ch] = sum over images and positions; i = channel.
-struct ChannelSum {
-  const float* dy; float* db; std::size_t n, c, s;
-  GRADSYNC_HD void operator()(std::size_t ch) const {
-    double acc = 0.0;
-    for (std::size_t i = 0; i < n; ++i) acc += plane_sum(dy + (i * c + ch) * s, s);
-    db[ch] = float(acc);
+    chunk[(ch * nb + img) * s + j] = y[plane * s + j];
   }
 };
 /// Column sums of a row-major [m, n] matrix (Linear bias gradient); i = column.
@@ -379,13 +358,6 @@ struct MaxPoolBackward {
     float* d = dx + plane * in_plane;
     for (std::size_t j = 0; j < in_plane; ++j) d[j] = 0.0f;
     for (std::size_t o = 0; o < out_plane; ++o) d[arg[plane * out_plane + o]] += dy[plane * out_plane + o];
-  }
-};
-/// Global average pooling; i = plane.
-struct PlaneMean {
-  const float* x; float* y; std::size_t s;
-  GRADSYNC_HD void operator()(std::size_t plane) const {
-    y[plane] = float(plane_sum(x + plane * s, s) / double(s));
   }
 };
 struct PlaneBroadcast {

@@ -19,7 +19,7 @@ class Conv2d final : public Module {
   /// column matrix still in cache for the product, straight into and out of NCHW (large maps;
   /// with stride 1 in padded-width form, see kernels.hpp);
   /// batched: many images side by side, so small maps still give wide products. automatic picks
-  /// per_image for output maps of at least 64 positions. Both compute the same thing; tests pin
+  /// per_image for output maps of at least 64 positions on the host, batched on a GPU. Both compute the same thing; tests pin
   /// each to compare them.
   enum class Lowering { automatic, per_image, batched };
   void set_lowering(Lowering l) { lowering_ = l; }
@@ -29,7 +29,12 @@ class Conv2d final : public Module {
 
  private:
   bool per_image(std::size_t positions) const {
+#if defined(GRADSYNC_TRAINER_CUDA)
+    // A GPU wants few wide launches: one image at a time leaves it idle between small kernels.
+    return lowering_ == Lowering::per_image;
+#else
     return lowering_ == Lowering::per_image || (lowering_ == Lowering::automatic && positions >= 64);
+#endif
   }
   // Padded-width geometry of one image (stride 1, per image; kernels.hpp): row width, plane
   // size, output positions incl. junk columns. Sizes the buffers.
@@ -64,7 +69,7 @@ class BatchNorm2d final : public Module {
  private:
   std::size_t c_;
   float momentum_, eps_;
-  Tensor xhat_, inv_std_;
+  Tensor xhat_, inv_std_, partial_;  // partial_: per-plane sums (kernels.hpp PlaneTerm)
 };
 
 class ReLU final : public Module {
