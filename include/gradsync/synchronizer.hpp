@@ -39,6 +39,7 @@
 
 #include "codec/concept.hpp"
 #include "collective/concept.hpp"
+#include "collective/server.hpp"
 #include "core/handshake.hpp"
 #include "core/layout.hpp"
 #include "core/options.hpp"
@@ -63,7 +64,8 @@ class Synchronizer {
                Priority priority = {}, Codec codec = {}, Collective collective = {})
       : t_(transport), layout_(std::move(layout)), opt_(std::move(options)), slicing_(std::move(slicing)),
         priority_(std::move(priority)), codec_(std::move(codec)), collective_(std::move(collective)),
-        units_(slicing_.plan(layout_)), lanes_(lane_capacities()), dispatch_(units_.size()) {
+        units_(slicing_.plan(layout_)), lanes_(lane_capacities()), dispatch_(units_.size()),
+        server_(t_, lane_capacities(), units_.size()) {
     if (opt_.inflight_units == 0) throw UsageError("gradsync: Options::inflight_units must be at least 1");
     if (units_.size() >= transport::reserved_tags) throw UsageError("gradsync: too many units; use larger slices");
     index_units();
@@ -86,6 +88,7 @@ class Synchronizer {
     lanes_.wake();
     dispatch_.close();
     notify();
+    server_.stop();  // wakes executors waiting on it
     for (auto& th : threads_) th.join();
   }
 
@@ -351,7 +354,7 @@ class Synchronizer {
       codec_.decode(std::span<const std::byte>(e.ws.send).first(bytes), data);
       ctx.residual = {};
     }
-    collective::Job job{data, u, ctx, opt_.average, sequence};
+    collective::Job job{data, u, ctx, opt_.average, sequence, keys_[u], &server_};
     const std::size_t sent = collective_.run(t_, codec_, job, e.ws);
     if (unit.fused()) {
       std::size_t off = 0;
@@ -451,6 +454,7 @@ class Synchronizer {
   std::vector<float> residual_;  // error-feedback memory, per unit, when the codec needs one
   schedule::PriorityLanes lanes_;
   schedule::DispatchQueue dispatch_;
+  collective::Server server_;  // the parameter server's thread, started when a collective needs it
   std::vector<Executor> executors_;
   std::vector<std::thread> threads_;
 

@@ -1,10 +1,13 @@
 // Ordering is real: a transport that records the wire order (and can hold traffic back) shows
 // ForwardOrder sending layer 0 ahead of everything still queued, and wait_for(0) returning while
-// later layers are still in flight.
+// later layers are still in flight; the parameter server's thread serves the most urgent of the
+// units whose pushes are all in.
 #include <catch2/catch.hpp>
 
 #include <condition_variable>
 #include <mutex>
+#include <set>
+#include <thread>
 
 #include "support/ranks.hpp"
 
@@ -124,4 +127,92 @@ TEST_CASE("wait_for(0) returns while later layers are still in flight") {
     return later_layers_in_flight;
   });
   REQUIRE(seen[0] >= 1);
+}
+
+namespace {
+/// Rank 1 serves units 1 and 3 of 2 ranks. Its pushes from rank 0 are held back until the server
+/// has asked for both (so both are at the server), then unit 1's is delivered 100 ms late: a
+/// server that serves whichever unit completes first would broadcast unit 3 first.
+class PushGate final : public transport::Transport {
+ public:
+  struct Shared {
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::set<transport::Tag> pushed, polled;  // by rank 0 / by rank 1's server, tags 1 and 3
+    bool open = false, delayed = false;
+    std::vector<transport::Tag> broadcasts;   // rank 1's sends of tags 1 and 3, in order
+  };
+  PushGate(transport::Transport& inner, Shared& s) : inner_(inner), s_(s) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  std::string describe() const override { return "push-gated " + inner_.describe(); }
+  std::chrono::milliseconds timeout() const override { return inner_.timeout(); }
+
+  void send(int dst, transport::Tag tag, std::span<const std::byte> data) override {
+    inner_.send(dst, tag, data);
+    if (tag != 1 && tag != 3) return;
+    {
+      std::lock_guard lock(s_.mutex);
+      if (rank() == 0) s_.pushed.insert(tag);
+      else s_.broadcasts.push_back(tag);
+    }
+    s_.cv.notify_all();
+  }
+  std::optional<std::size_t> recv_for(int src, transport::Tag tag, std::span<std::byte> out,
+                                      std::chrono::milliseconds wait) override {
+    return inner_.recv_for(src, tag, out, wait);
+  }
+  /// How the server thread collects pushes: gated for rank 1's tags 1 and 3.
+  std::optional<std::size_t> try_recv(int src, transport::Tag tag, std::span<std::byte> out) override {
+    if (rank() == 1 && (tag == 1 || tag == 3)) {
+      std::unique_lock lock(s_.mutex);
+      s_.polled.insert(tag);
+      s_.open = s_.open || s_.polled.size() == 2;
+      s_.cv.notify_all();
+      if (!s_.open) return std::nullopt;
+      if (tag == 1 && !std::exchange(s_.delayed, true)) {
+        lock.unlock();
+        std::this_thread::sleep_for(100ms);
+      }
+    }
+    return inner_.try_recv(src, tag, out);
+  }
+  /// Blocks until rank 0 has pushed (rank 1's server has asked for) every tag in `tags`.
+  void wait_pushed(std::set<transport::Tag> tags) { wait_for(s_.pushed, tags); }
+  void wait_polled(std::set<transport::Tag> tags) { wait_for(s_.polled, tags); }
+
+ private:
+  void wait_for(const std::set<transport::Tag>& seen, const std::set<transport::Tag>& tags) {
+    std::unique_lock lock(s_.mutex);
+    s_.cv.wait(lock, [&] { return std::ranges::includes(seen, tags); });
+  }
+
+  transport::Transport& inner_;
+  Shared& s_;
+};
+}  // namespace
+
+TEST_CASE("the parameter server broadcasts the more urgent of two completed units first") {
+  const ModelLayout layout{{"l0", 3000}, {"l1", 3000}, {"l2", 3000}, {"l3", 3000}};
+  PushGate::Shared shared;
+  const auto sums_ok = testing::run_ranks<int>(2, [&](int r, transport::Transport& t) {
+    PushGate gate(t, shared);
+    Synchronizer<slicing::WholeLayer, priority::ForwardOrder, codec::Identity, collective::ParameterServer> sync(
+        gate, layout, Options{.inflight_units = 4});
+    std::vector<std::vector<float>> g(layout.num_layers(), std::vector<float>(3000, 1.0f + r));
+    if (r == 0) {  // unit 3 is scheduled alone, so rank 1's server is handed it before unit 1
+      sync.gradient_ready(3, g[3]);
+      gate.wait_pushed({3});
+    } else {  // both pushes are in rank 1's inbox before its server is handed either unit
+      gate.wait_pushed({1, 3});
+      sync.gradient_ready(3, g[3]);
+      gate.wait_polled({3});  // the server holds unit 3 before it is handed unit 1
+    }
+    for (std::size_t l = 3; l-- > 0;) sync.gradient_ready(l, g[l]);
+    sync.finish_iteration();
+    sync.wait_all();
+    return std::ranges::all_of(g, [](const auto& layer) { return layer == std::vector<float>(3000, 1.5f); });
+  });
+  REQUIRE(sums_ok == std::vector<int>{1, 1});  // int: vector<bool> packs bits, so ranks writing it race
+  REQUIRE(shared.broadcasts == std::vector<transport::Tag>{1, 3});
 }

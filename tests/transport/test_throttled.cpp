@@ -45,6 +45,25 @@ TEST_CASE("a throttled link carries bytes at its rate, plus its latency") {
   REQUIRE(clock_type::now() - t1 >= 20ms);
 }
 
+TEST_CASE("try_recv: a message counts as arrived only at its stamped time, and polling never sleeps") {
+  transport::InProcessGroup group(2);
+  transport::Throttled<> a(group.rank(0), transport::Link::parse("100mbit+30ms"));
+  transport::Throttled<> b(group.rank(1), transport::Link::parse("100mbit+30ms"));
+  std::vector<std::byte> msg(1000, std::byte{7}), out(msg.size());
+  const auto t0 = clock_type::now();
+  a.send(1, 4, msg);
+  a.send(1, 5, std::span(msg).first(10));
+  REQUIRE_FALSE(b.try_recv(0, 4, out));  // in the inner transport already, but still on the wire
+  REQUIRE_FALSE(b.try_recv(0, 4, out));  // its stamp is held, not lost
+  REQUIRE(clock_type::now() - t0 < 20ms);
+  std::optional<std::size_t> got;
+  while (!(got = b.try_recv(0, 4, out))) std::this_thread::sleep_for(1ms);
+  REQUIRE(clock_type::now() - t0 >= 30ms);
+  REQUIRE(*got == msg.size());
+  REQUIRE(out == msg);
+  REQUIRE(b.recv(0, 5, out) == 10);  // other tags are untouched by the held stamp
+}
+
 TEST_CASE("links are per peer by default, one shared bucket per rank with /nic") {
   auto two_sends = [](const char* link) {  // rank 0 sends 1.25 MB to each of ranks 1 and 2
     transport::InProcessGroup group(3);

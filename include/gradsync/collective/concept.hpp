@@ -15,6 +15,8 @@
 
 namespace gradsync::collective {
 
+class Server;
+
 /// One unit to aggregate.
 struct Job {
   std::span<float> data;            ///< this rank's gradient in, the aggregate out
@@ -25,6 +27,10 @@ struct Job {
   /// Collectives over MPI's own all-reduce issue units in this order, since MPI collectives have
   /// no tags; empty: the caller runs one unit at a time, in the same order on every rank.
   std::optional<std::uint64_t> sequence{};
+  std::uint32_t priority = 0;       ///< the unit's priority key (lower is more urgent)
+  /// The Synchronizer's parameter-server thread, for collectives with a server role; none: the
+  /// collective serves on the calling thread.
+  Server* server = nullptr;
 };
 
 /// Scratch buffers, each at least codec.encoded_bytes(unit elements) long. One per executor, so

@@ -17,11 +17,11 @@
 /// transports in the same order.
 /// Point-to-point traffic goes on a private duplicate of the communicator (the user's own MPI
 /// traffic cannot match it), tagged with the unit index. Every wait is MPI_Test polling against a
-/// deadline, so a dead or silent peer becomes a PeerError after `timeout` instead of a hang;
-/// receives that time out are cancelled. `send` copies into a pooled buffer and returns (buffered
-/// semantics, no allocation once the pool is warm); `sendrecv` sends straight from the caller's
-/// span with MPI_Isend/MPI_Irecv posted together, so ring steps copy nothing and cannot deadlock
-/// whatever the message size.
+/// deadline, so a dead or silent peer becomes a PeerError after `timeout` instead of a hang.
+/// Receives probe (MPI_Improbe) before they post, so a wait that times out cancels nothing.
+/// `send` copies into a pooled buffer and returns (buffered semantics, no allocation once the
+/// pool is warm); `sendrecv` sends straight from the caller's span with MPI_Isend/MPI_Irecv
+/// posted together, so ring steps copy nothing and cannot deadlock whatever the message size.
 #include <mpi.h>
 
 #include <algorithm>
@@ -32,33 +32,11 @@
 #include <thread>
 #include <vector>
 
+#include "../detail/backoff.hpp"
 #include "mpi_session.hpp"
 #include "transport.hpp"
 
 namespace gradsync::transport {
-
-namespace detail {
-/// Waiting without stealing the CPU other ranks need (4 ranks may share 2 cores): spin briefly,
-/// then yield, then sleep with growing pauses up to 1 ms. MPI only progresses inside our MPI_Test
-/// calls, so the pauses stay short while a transfer is likely under way.
-class Backoff {
- public:
-  void pause() {
-    ++rounds_;
-    if (rounds_ <= 16) return;
-    if (rounds_ <= 256) {
-      std::this_thread::yield();
-      return;
-    }
-    std::this_thread::sleep_for(sleep_);
-    sleep_ = std::min(sleep_ * 2, std::chrono::microseconds(1000));
-  }
-
- private:
-  unsigned rounds_ = 0;
-  std::chrono::microseconds sleep_{10};
-};
-}  // namespace detail
 
 class Mpi final : public Transport {
  public:
@@ -97,7 +75,7 @@ class Mpi final : public Transport {
     // Let buffered sends drain (peers may still be receiving) for a moment: a peer that takes
     // longer is gone or failing, and MPI delivers freed requests on its own anyway.
     const auto deadline = std::chrono::steady_clock::now() + std::min(timeout_, std::chrono::milliseconds(1000));
-    detail::Backoff backoff;
+    gradsync::detail::Backoff backoff;
     while (!reap_sends() && std::chrono::steady_clock::now() < deadline) backoff.pause();
     std::lock_guard lock(mutex_);
     if (!in_flight_.empty()) {
@@ -134,19 +112,36 @@ class Mpi final : public Transport {
     in_flight_.push_back({req, std::move(bytes)});
   }
 
+  /// Polls try_recv until a message comes or `wait` passes: a receive is only posted for a
+  /// message already matched, so a wait that ends empty has nothing to cancel (a receive
+  /// cancelled while a message matches it is where Open MPI 4.1 loses messages under
+  /// MPI_THREAD_MULTIPLE; gradsync's schedule thread polls like this all the time).
   std::optional<std::size_t> recv_for(int src, Tag tag, std::span<std::byte> out,
                                       std::chrono::milliseconds wait) override {
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    gradsync::detail::Backoff backoff;
+    for (;;) {
+      if (auto n = try_recv(src, tag, out)) return n;
+      if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+      backoff.pause();
+    }
+  }
+
+  /// A matched probe (MPI_Improbe) takes the message off the queue only if it is there, then
+  /// MPI_Imrecv receives exactly it.
+  std::optional<std::size_t> try_recv(int src, Tag tag, std::span<std::byte> out) override {
     check_peer(src);
     check_tag(tag);
-    MPI_Request req;
-    check(MPI_Irecv(out.data(), count(out.size()), MPI_BYTE, src, static_cast<int>(tag), p2p_, &req), "MPI_Irecv");
+    int found = 0;
+    MPI_Message message;
     MPI_Status st;
-    if (!wait_until(req, st, std::chrono::steady_clock::now() + wait)) {
-      MPI_Cancel(&req);
-      st.MPI_ERROR = MPI_Wait(&req, &st);
-      int cancelled = 0;
-      MPI_Test_cancelled(&st, &cancelled);
-      if (cancelled) return std::nullopt;  // else it arrived while we cancelled: use it
+    check(MPI_Improbe(src, static_cast<int>(tag), p2p_, &found, &message, &st), "MPI_Improbe");
+    if (!found) return std::nullopt;
+    MPI_Request req;
+    check(MPI_Imrecv(out.data(), count(out.size()), MPI_BYTE, &message, &req), "MPI_Imrecv");
+    if (!wait_until(req, st, std::chrono::steady_clock::now() + timeout_)) {
+      abandon(req);
+      throw silent_peer(src, tag);  // matched, but the sender stopped before the data came
     }
     return received(st, src, out.size());
   }
@@ -163,7 +158,7 @@ class Mpi final : public Transport {
     check(MPI_Isend(data.data(), count(data.size()), MPI_BYTE, dst, static_cast<int>(tag), p2p_, &req[1]), "MPI_Isend");
     MPI_Status st[2];
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
-    detail::Backoff backoff;
+    gradsync::detail::Backoff backoff;
     for (;;) {
       int done = 0;
       const int rc = MPI_Testall(2, req, &done, st);
@@ -229,7 +224,7 @@ class Mpi final : public Transport {
 
   /// Polls `req` until done or `deadline`; true when done (then `st` is its status).
   bool wait_until(MPI_Request& req, MPI_Status& st, std::chrono::steady_clock::time_point deadline) {
-    detail::Backoff backoff;
+    gradsync::detail::Backoff backoff;
     for (;;) {
       int done = 0;
       const int rc = MPI_Test(&req, &done, &st);

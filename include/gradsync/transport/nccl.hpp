@@ -99,6 +99,9 @@ class Nccl final : public Transport {
   std::optional<std::size_t> recv_for(int src, Tag tag, std::span<std::byte> out, std::chrono::milliseconds wait) override {
     return host_.recv_for(src, tag, out, wait);
   }
+  std::optional<std::size_t> try_recv(int src, Tag tag, std::span<std::byte> out) override {
+    return host_.try_recv(src, tag, out);
+  }
   std::size_t sendrecv(int dst, std::span<const std::byte> data, int src, std::span<std::byte> out, Tag tag) override {
     return host_.sendrecv(dst, data, src, out, tag);
   }

@@ -23,6 +23,7 @@
 /// NIC. Every rank of a job must wrap its transport the same way.
 ///
 /// \tparam T  the wrapped transport (any Transport; the default erases its type)
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -95,6 +96,7 @@ class Throttled final : public Transport {
   /// \param link   the emulated link to every peer
   Throttled(T& inner, Link link) : inner_(inner), link_(link), links_(static_cast<std::size_t>(inner.size())) {
     if (!(link.gbit > 0)) throw UsageError("gradsync: Throttled: link bandwidth must be positive");
+    held_.reserve(64);
   }
 
   T& inner() { return inner_; }
@@ -116,20 +118,24 @@ class Throttled final : public Transport {
 
   std::optional<std::size_t> recv_for(int src, Tag tag, std::span<std::byte> out,
                                       std::chrono::milliseconds wait) override {
-    Stamp stamp{};
-    std::optional<std::size_t> got;
-    try {
-      got = inner_.recv_for(src, tag, std::as_writable_bytes(std::span(&stamp, 1)), wait);
-    } catch (const WireError&) {  // longer than a stamp: data sent without one
-      got = 0;
-    }
-    if (!got) return std::nullopt;
-    if (*got != sizeof stamp || stamp.magic != stamp_magic)
-      throw WireError("gradsync: " + describe() + ": message from rank " + std::to_string(src) +
-                      " lacks the arrival stamp: wrap every rank's transport in Throttled, or none");
+    const auto arrival = stamp(src, tag, [&](std::span<std::byte> b) { return inner_.recv_for(src, tag, b, wait); });
+    if (!arrival) return std::nullopt;
     const std::size_t n = inner_.recv(src, tag, out);  // sent right behind its stamp
-    std::this_thread::sleep_until(clock::time_point(clock::duration(stamp.arrival)));
+    std::this_thread::sleep_until(*arrival);
     return n;
+  }
+
+  /// A message counts as arrived at its stamped time: before that its stamp is kept here and the
+  /// data left in the inner transport, so a polling thread is never put to sleep by one message.
+  std::optional<std::size_t> try_recv(int src, Tag tag, std::span<std::byte> out) override {
+    const auto arrival = stamp(src, tag, [&](std::span<std::byte> b) { return inner_.try_recv(src, tag, b); });
+    if (!arrival) return std::nullopt;
+    if (clock::now() < *arrival) {
+      std::lock_guard lock(held_mutex_);
+      held_.push_back({src, tag, *arrival});
+      return std::nullopt;
+    }
+    return inner_.recv(src, tag, out);
   }
 
  private:
@@ -139,6 +145,39 @@ class Throttled final : public Transport {
     std::uint64_t magic;
     std::int64_t arrival;  // steady-clock ticks
   };
+
+  struct Held {
+    int src;
+    Tag tag;
+    clock::time_point arrival;
+  };
+
+  /// The arrival time of the next message from `src` with `tag`: a stamp held by try_recv, else
+  /// one received with `receive`; nothing if none came.
+  template <class Receive>
+  std::optional<clock::time_point> stamp(int src, Tag tag, Receive&& receive) {
+    {
+      std::lock_guard lock(held_mutex_);
+      const auto it = std::ranges::find_if(held_, [&](const Held& h) { return h.src == src && h.tag == tag; });
+      if (it != held_.end()) {
+        const clock::time_point arrival = it->arrival;
+        held_.erase(it);
+        return arrival;
+      }
+    }
+    Stamp st{};
+    std::optional<std::size_t> got;
+    try {
+      got = receive(std::as_writable_bytes(std::span(&st, 1)));
+    } catch (const WireError&) {  // longer than a stamp: data sent without one
+      got = 0;
+    }
+    if (!got) return std::nullopt;
+    if (*got != sizeof st || st.magic != stamp_magic)
+      throw WireError("gradsync: " + describe() + ": message from rank " + std::to_string(src) +
+                      " lacks the arrival stamp: wrap every rank's transport in Throttled, or none");
+    return clock::time_point(clock::duration(st.arrival));
+  }
 
   struct Bucket {
     std::mutex mutex;
@@ -165,6 +204,8 @@ class Throttled final : public Transport {
   T& inner_;
   Link link_;
   std::vector<Bucket> links_;
+  std::mutex held_mutex_;
+  std::vector<Held> held_;  // stamps try_recv read before their message's arrival time
 };
 
 }  // namespace gradsync::transport

@@ -38,13 +38,24 @@ class Transport {
   virtual std::optional<std::size_t> recv_for(int src, Tag tag, std::span<std::byte> out,
                                               std::chrono::milliseconds wait) = 0;
 
+  /// Receives the next message from `src` with `tag` if one has arrived; never waits for one to
+  /// come and never posts a receive it would have to cancel, so a thread can poll many (src, tag)
+  /// pairs at once (the parameter server's thread). Transports that post receives override it.
+  virtual std::optional<std::size_t> try_recv(int src, Tag tag, std::span<std::byte> out) {
+    return recv_for(src, tag, out, std::chrono::milliseconds(0));
+  }
+
   /// recv_for with the transport's timeout; a silent peer becomes a PeerError naming it.
   std::size_t recv(int src, Tag tag, std::span<std::byte> out) {
     if (auto n = recv_for(src, tag, out, timeout())) return *n;
-    throw PeerError("gradsync: " + describe() + " waited " + std::to_string(timeout().count()) +
-                    " ms for rank " + std::to_string(src) + " (tag " + std::to_string(tag) +
-                    "): that rank died, stopped calling gradient_ready, or is too slow; "
-                    "raise Options::timeout if it is only slow");
+    throw silent_peer(src, tag);
+  }
+  /// The error for rank `src` sending nothing with `tag` within timeout().
+  PeerError silent_peer(int src, Tag tag) const {
+    return PeerError("gradsync: " + describe() + " waited " + std::to_string(timeout().count()) +
+                     " ms for rank " + std::to_string(src) + " (tag " + std::to_string(tag) +
+                     "): that rank died, stopped calling gradient_ready, or is too slow; "
+                     "raise Options::timeout if it is only slow");
   }
   /// Sends to `dst` and receives from `src` at the same time (ring steps). Transports whose send
   /// can block until the peer receives override this.
