@@ -33,10 +33,12 @@ struct Job {
   Server* server = nullptr;
 };
 
-/// Scratch buffers, each at least codec.encoded_bytes(unit elements) long. One per executor, so
-/// a collective never allocates per unit.
+/// Scratch buffers, each at least codec.encoded_bytes(unit elements) long, and the ids of the
+/// ring's copy-free sends in flight. One per executor, so a collective never allocates per unit
+/// once they have grown.
 struct Workspace {
   std::vector<std::byte> send, recv;
+  std::vector<transport::Transport::SendId> sends;
 };
 
 // clang-format off

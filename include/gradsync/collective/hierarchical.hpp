@@ -31,6 +31,10 @@ class Leaders final : public transport::Transport {
   std::string describe() const override { return parent_.describe() + " (leader " + std::to_string(rank()) + ")"; }
   std::chrono::milliseconds timeout() const override { return parent_.timeout(); }
   void send(int dst, transport::Tag tag, std::span<const std::byte> data) override { parent_.send(real(dst), tag, data); }
+  SendId send_async(int dst, transport::Tag tag, std::span<const std::byte> data) override {
+    return parent_.send_async(real(dst), tag, data);
+  }
+  void wait_sent(SendId id) override { parent_.wait_sent(id); }
   std::optional<std::size_t> recv_for(int src, transport::Tag tag, std::span<std::byte> out,
                                       std::chrono::milliseconds wait) override {
     return parent_.recv_for(real(src), tag, out, wait);

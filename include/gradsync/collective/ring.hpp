@@ -18,14 +18,54 @@
 /// transfer instead of adding to it (alpha-beta: 2(N-1)(alpha + chunk/beta) plus the compute
 /// of one segment, not plus the compute of the whole unit). Messages are at most one segment,
 /// so transports buffer at most one chunk per unit.
-/// With fp32 (codec::Identity) the chunks travel as raw floats and the all-gather receives
-/// straight into the unit.
+/// With fp32 (codec::Identity) the chunks travel as raw floats, sent straight from the unit
+/// (Transport::send_async: no copy) and received by the all-gather straight into it.
 #include <algorithm>
+#include <exception>
 
 #include "concept.hpp"
 #include "wire.hpp"
 
 namespace gradsync::collective {
+
+namespace detail {
+/// The ring's copy-free sends still in flight, oldest first, at most `size` of them; the ids live
+/// in a circular buffer kept in the Workspace (no allocation once it has grown). Unwinding from
+/// an error leaves them to the transport rather than wait a timeout for each.
+class SendWindow {
+ public:
+  SendWindow(transport::Transport& t, std::vector<transport::Transport::SendId>& ids, std::size_t size)
+      : t_(t), ids_(ids), size_(std::max<std::size_t>(size, 1)) {
+    if (ids_.size() < size_) ids_.resize(size_);
+  }
+  SendWindow(const SendWindow&) = delete;
+  SendWindow& operator=(const SendWindow&) = delete;
+  ~SendWindow() {
+    if (std::uncaught_exceptions() == 0) drain();
+  }
+  /// Sends `data` without copying it, after the oldest send finished if the window is full.
+  void send(int dst, transport::Tag tag, std::span<const std::byte> data) {
+    if (count_ == size_) pop();
+    ids_[(head_ + count_) % size_] = t_.send_async(dst, tag, data);
+    ++count_;
+  }
+  /// Waits for every send still in flight.
+  void drain() {
+    while (count_ > 0) pop();
+  }
+
+ private:
+  void pop() {
+    const transport::Transport::SendId id = ids_[head_];
+    head_ = (head_ + 1) % size_;
+    --count_;
+    t_.wait_sent(id);
+  }
+  transport::Transport& t_;
+  std::vector<transport::Transport::SendId>& ids_;
+  std::size_t size_, head_ = 0, count_ = 0;
+};
+}  // namespace detail
 
 struct Ring {
   /// Wire bytes per segment, about: big enough that each message's fixed cost (alpha, a thread
@@ -59,6 +99,11 @@ struct Ring {
     ctx.residual = {};
     std::size_t sent = 0;
     std::span<const std::byte> forward;  // all-gather: the message just received, sent on as is
+    // fp32 messages are the unit's own memory, sent without a copy, K of them in flight: at
+    // least K, since the peer takes message m only at its iteration m + K (fewer would wait on
+    // each other around the ring); fewer than nK, since the segment of message m is next written
+    // by incoming message m + (n-1)K, received at iteration m + nK.
+    detail::SendWindow window(t, ws.sends, k);
 
     const std::size_t total = steps * k;
     for (std::size_t m = 0; m < total + k; ++m) {
@@ -86,9 +131,11 @@ struct Ring {
       } else {
         out = forward;
       }
-      t.send(right, job.tag, out);
+      if constexpr (detail::raw_fp32<C>) window.send(right, job.tag, out);
+      else t.send(right, job.tag, out);  // encoded into ws.send, reused by the next message
       sent += out.size();
     }
+    window.drain();
     return sent;
   }
 };

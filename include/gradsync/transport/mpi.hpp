@@ -20,8 +20,9 @@
 /// deadline, so a dead or silent peer becomes a PeerError after `timeout` instead of a hang.
 /// Receives probe (MPI_Improbe) before they post, so a wait that times out cancels nothing.
 /// `send` copies into a pooled buffer and returns (buffered semantics, no allocation once the
-/// pool is warm); `sendrecv` sends straight from the caller's span with MPI_Isend/MPI_Irecv
-/// posted together, so ring steps copy nothing and cannot deadlock whatever the message size.
+/// pool is warm); `send_async` and `sendrecv` send straight from the caller's span, so the ring's
+/// fp32 segments are never copied; sendrecv posts the receive with the send, so it cannot
+/// deadlock whatever the message size.
 #include <mpi.h>
 
 #include <algorithm>
@@ -59,6 +60,8 @@ class Mpi final : public Transport {
     check(MPI_Comm_dup(comm, &coll_), "MPI_Comm_dup");
     MPI_Comm_set_errhandler(p2p_, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(coll_, MPI_ERRORS_RETURN);
+    async_.reserve(64);
+    free_async_.reserve(64);
     MPI_Comm_rank(p2p_, &rank_);
     MPI_Comm_size(p2p_, &size_);
     void* ub = nullptr;
@@ -110,6 +113,43 @@ class Mpi final : public Transport {
     check(MPI_Isend(bytes.data(), count(bytes.size()), MPI_BYTE, dst, static_cast<int>(tag), p2p_, &req), "MPI_Isend");
     std::lock_guard lock(mutex_);
     in_flight_.push_back({req, std::move(bytes)});
+  }
+
+  /// MPI_Isend straight from `data` (no pooled copy), for the ring's fp32 segments.
+  SendId send_async(int dst, Tag tag, std::span<const std::byte> data) override {
+    check_peer(dst);
+    check_tag(tag);
+    MPI_Request req;
+    check(MPI_Isend(data.data(), count(data.size()), MPI_BYTE, dst, static_cast<int>(tag), p2p_, &req), "MPI_Isend");
+    std::lock_guard lock(mutex_);
+    if (free_async_.empty()) {
+      async_.push_back({req, dst, tag});
+      return async_.size();
+    }
+    const std::size_t slot = free_async_.back();
+    free_async_.pop_back();
+    async_[slot] = {req, dst, tag};
+    return slot + 1;
+  }
+  void wait_sent(SendId id) override {
+    if (id == 0) return;
+    AsyncSend a;
+    {
+      std::lock_guard lock(mutex_);
+      a = async_.at(id - 1);
+    }
+    MPI_Status st;
+    const bool done = wait_until(a.request, st, std::chrono::steady_clock::now() + timeout_);
+    if (!done) abandon(a.request);
+    {
+      std::lock_guard lock(mutex_);
+      free_async_.push_back(id - 1);
+    }
+    if (!done)
+      throw PeerError("gradsync: " + describe() + " waited " + std::to_string(timeout_.count()) + " ms for rank " +
+                      std::to_string(a.dst) + " to take a message (tag " + std::to_string(a.tag) +
+                      "): that rank died, stopped calling gradient_ready, or is too slow");
+    check(st.MPI_ERROR, "MPI_Isend");
   }
 
   /// Polls try_recv until a message comes or `wait` passes: a receive is only posted for a
@@ -208,6 +248,11 @@ class Mpi final : public Transport {
     MPI_Request request;
     std::vector<std::byte> bytes;
   };
+  struct AsyncSend {
+    MPI_Request request = MPI_REQUEST_NULL;
+    int dst = 0;
+    Tag tag = 0;
+  };
 
   static int count(std::size_t n) {
     if (n > static_cast<std::size_t>(std::numeric_limits<int>::max()))
@@ -296,9 +341,11 @@ class Mpi final : public Transport {
   int rank_ = 0, size_ = 1;
   Tag tag_ub_ = 0;
   std::chrono::milliseconds timeout_;
-  std::mutex mutex_;  // guards in_flight_ and pool_
+  std::mutex mutex_;  // guards in_flight_, pool_, async_ and free_async_
   std::vector<InFlight> in_flight_;
   std::vector<std::vector<std::byte>> pool_;
+  std::vector<AsyncSend> async_;        // send_async's requests; SendId = index + 1
+  std::vector<std::size_t> free_async_;  // their free slots
 };
 
 }  // namespace gradsync::transport

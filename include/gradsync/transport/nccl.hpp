@@ -96,6 +96,10 @@ class Nccl final : public Transport {
   }
   std::chrono::milliseconds timeout() const override { return host_.timeout(); }
   void send(int dst, Tag tag, std::span<const std::byte> data) override { host_.send(dst, tag, data); }
+  SendId send_async(int dst, Tag tag, std::span<const std::byte> data) override {
+    return host_.send_async(dst, tag, data);
+  }
+  void wait_sent(SendId id) override { host_.wait_sent(id); }
   std::optional<std::size_t> recv_for(int src, Tag tag, std::span<std::byte> out, std::chrono::milliseconds wait) override {
     return host_.recv_for(src, tag, out, wait);
   }

@@ -110,11 +110,14 @@ class Throttled final : public Transport {
   }
 
   void send(int dst, Tag tag, std::span<const std::byte> data) override {
-    check_peer(dst);
-    const Stamp stamp{stamp_magic, transmit(dst, data.size()).time_since_epoch().count()};
-    inner_.send(dst, tag, std::as_bytes(std::span(&stamp, 1)));
+    send_stamp(dst, tag, data.size());
     inner_.send(dst, tag, data);
   }
+  SendId send_async(int dst, Tag tag, std::span<const std::byte> data) override {
+    send_stamp(dst, tag, data.size());
+    return inner_.send_async(dst, tag, data);
+  }
+  void wait_sent(SendId id) override { inner_.wait_sent(id); }
 
   std::optional<std::size_t> recv_for(int src, Tag tag, std::span<std::byte> out,
                                       std::chrono::milliseconds wait) override {
@@ -183,6 +186,13 @@ class Throttled final : public Transport {
     std::mutex mutex;
     clock::time_point free_at{};  // when the link has carried everything already sent
   };
+
+  /// Books the link for a message of `bytes` and sends its stamp ahead of it.
+  void send_stamp(int dst, Tag tag, std::size_t bytes) {
+    check_peer(dst);
+    const Stamp stamp{stamp_magic, transmit(dst, bytes).time_since_epoch().count()};
+    inner_.send(dst, tag, std::as_bytes(std::span(&stamp, 1)));
+  }
 
   /// Books the link for `bytes`; returns when they will have arrived.
   clock::time_point transmit(int dst, std::size_t bytes) {

@@ -32,6 +32,18 @@ class Transport {
 
   /// Sends `data` to `dst`. `data` may be reused as soon as send returns.
   virtual void send(int dst, Tag tag, std::span<const std::byte> data) = 0;
+
+  /// A send started by send_async; 0 is one that already finished.
+  using SendId = std::uint64_t;
+  /// Starts sending `data` to `dst` without copying it: `data` must stay alive and unchanged
+  /// until wait_sent(id) returns (the ring's fp32 segments go out straight from the unit).
+  /// Transports that copy anyway keep this default: send, and nothing to wait for.
+  virtual SendId send_async(int dst, Tag tag, std::span<const std::byte> data) {
+    send(dst, tag, data);
+    return 0;
+  }
+  /// Blocks until send `id` no longer reads its bytes; a PeerError after timeout().
+  virtual void wait_sent(SendId id) { (void)id; }
   /// Receives the next message from `src` with `tag` into `out`, waiting at most `wait`.
   /// Returns its size, or nothing if none arrived in time. A message longer than `out` throws
   /// WireError (it is consumed, never written out of bounds).
