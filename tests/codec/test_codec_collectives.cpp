@@ -4,26 +4,11 @@
 
 #include <cstring>
 
-#include "support/ranks.hpp"
+#include "support/codec_bound.hpp"
 
 using namespace gradsync;
 
 namespace {
-/// Largest error of the mean, per element, that `codec` may make on `ranks` ranks, given
-/// sum_abs = sum over ranks of |x_r| and max_abs = max over ranks of |x_r| (inputs in [-1, 1]).
-/// An aggregation encodes at most ranks + 1 times (ring: every partial sum and the result; PS:
-/// the push and the broadcast), each on values no larger than sum_abs.
-double bound(std::string_view codec, int ranks, double sum_abs) {
-  const double encodes = ranks + 1;
-  if (codec == "fp32") return 1e-6 * sum_abs / ranks + 1e-30;
-  if (codec == "fp16") return encodes * std::ldexp(1.0, -11) * sum_abs / ranks + 1e-7;
-  if (codec == "bf16") return encodes * std::ldexp(1.0, -8) * sum_abs / ranks + 1e-30;
-  // QSGD, max-norm: each encode moves a value by at most one level, scale / s, where the scale
-  // (the bucket's largest magnitude) is at most `ranks` for partial sums of inputs in [-1, 1].
-  const double s = codec == "qsgd4" ? 7 : codec == "qsgd8" ? 127 : 32767;
-  return encodes * ranks / s / ranks;
-}
-
 /// One iteration of this rank's gradients for `iteration`; returns the aggregates.
 std::vector<std::vector<float>> step(AnySynchronizer& sync, int rank, int iteration) {
   const ModelLayout& layout = sync.layout();
@@ -47,7 +32,6 @@ std::vector<std::vector<float>> aggregate(int rank, transport::Transport& t, con
 TEST_CASE("every codec x collective gives the mean within the codec's bound on 1-7 ranks") {
   const int ranks = GENERATE(1, 2, 3, 4, 7);
   const std::string collective = GENERATE("ring", "ps", "reduce-broadcast", "hierarchical:2", "hybrid");
-  const ModelLayout layout = testing::uneven_layout();
   for (const char* codec : {"fp32", "fp16", "bf16", "qsgd4", "qsgd8", "qsgd16"}) {
     CAPTURE(ranks, collective, codec);
     // bypass=0: the test layout's units are small; without it they would all go as fp32
@@ -55,17 +39,7 @@ TEST_CASE("every codec x collective gives the mean within the codec's bound on 1
     const auto got = testing::run_ranks<std::vector<std::vector<float>>>(
         ranks, [&](int r, transport::Transport& t) { return aggregate(r, t, {"fixed:1000", "forward", spec, collective}); });
     for (int r = 1; r < ranks; ++r) REQUIRE(got[r] == got[0]);
-    double worst = 0;
-    for (std::size_t l = 0; l < layout.num_layers(); ++l)
-      for (std::size_t i = 0; i < layout.layer(l).elements; ++i) {
-        double sum = 0, sum_abs = 0;
-        for (int r = 0; r < ranks; ++r) {
-          sum += testing::grad_value(r, l, 0, i);
-          sum_abs += std::abs(testing::grad_value(r, l, 0, i));
-        }
-        const double err = std::abs(got[0][l][i] - sum / ranks);
-        worst = std::max(worst, err / bound(codec, ranks, sum_abs));
-      }
+    const double worst = testing::worst_error_ratio(got[0], codec, ranks, 0);
     CAPTURE(worst);
     REQUIRE(worst <= 1.0);
     if (ranks > 1 && std::string_view(codec) != "fp32") REQUIRE(worst > 0);  // the codec really ran
