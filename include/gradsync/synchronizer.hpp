@@ -94,6 +94,9 @@ class Synchronizer {
 
   /// Hands over layer `layer`'s gradient of this iteration; returns at once. `grad` must stay
   /// alive and untouched until wait_for(layer) returns: it is overwritten with the aggregate.
+  /// GPU memory works with the NCCL collectives over transport::Nccl (whole or sliced units, a
+  /// codec without residual, Options::check_finite off); the kernels that wrote it must have
+  /// finished (synchronize their stream first): gradsync's NCCL streams do not wait for yours.
   void gradient_ready(std::size_t layer, std::span<float> grad) {
     rethrow_if_failed();
     check_layer(layer, "gradient_ready");
@@ -101,6 +104,7 @@ class Synchronizer {
       throw UsageError("gradsync: gradient_ready(" + std::to_string(layer) + "): span has " + std::to_string(grad.size()) +
                        " elements but layer '" + layout_.layer(layer).name + "' has " +
                        std::to_string(layout_.layer(layer).elements) + " in the ModelLayout");
+    if (t_.device_memory(grad.data())) check_device_layer(layer);
     if (opt_.check_finite) check_finite(layer, grad);
     const std::int64_t iter = iteration_.load();
     if (layers_[layer].submitted.load() == iter)
@@ -424,6 +428,20 @@ class Synchronizer {
     if (layer >= layers_.size())
       throw UsageError("gradsync: " + std::string(who) + "(" + std::to_string(layer) + "): layer id out of range; the layout has " +
                        std::to_string(layers_.size()) + " layers (0.." + std::to_string(layers_.size() - 1) + ")");
+  }
+  /// A gradient in GPU memory: everything that would read it on the host is refused by name.
+  void check_device_layer(std::size_t layer) const {
+    auto refuse = [&](const std::string& why) {
+      throw UsageError("gradsync: gradient_ready(" + std::to_string(layer) + "): layer '" + layout_.layer(layer).name +
+                       "' is in GPU memory, but " + why + "; or hand over a host copy");
+    };
+    if (!collective::accepts_device_memory(collective_))
+      refuse("collective '" + collective_text() + "' reads units on the host: use 'nccl' or 'nccl-hierarchical'");
+    if (opt_.check_finite) refuse("Options::check_finite reads it on the host: set it to false");
+    if (codec_.needs_residual())
+      refuse("codec '" + std::string(codec_.name()) + "' keeps its error-feedback residual on the host: use one without");
+    for (std::uint32_t u : layers_[layer].units)
+      if (units_[u].fused()) refuse("slicing '" + slicing_.describe() + "' fuses it with other layers on the host: use 'whole' or 'fixed'");
   }
   void check_finite(std::size_t layer, std::span<const float> grad) const {
     // Exponent all ones means Inf or NaN; OR-ing a flag keeps the loop branch-free and vectorized.

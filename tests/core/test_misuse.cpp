@@ -3,6 +3,7 @@
 
 #include <limits>
 
+#include "support/forwarding.hpp"
 #include "support/ranks.hpp"
 
 using namespace gradsync;
@@ -12,21 +13,22 @@ namespace {
 const ModelLayout kLayout{{"w", 100}, {"b", 10}};
 
 /// Reports one rank fewer than there are: a rank whose job was started with another world size.
-class ShrunkTransport final : public transport::Transport {
+class ShrunkTransport final : public testing::Forwarding {
  public:
-  explicit ShrunkTransport(transport::Transport& inner) : inner_(inner) {}
-  int rank() const override { return inner_.rank(); }
+  using Forwarding::Forwarding;
   int size() const override { return inner_.size() - 1; }
-  std::string describe() const override { return inner_.describe(); }
-  std::chrono::milliseconds timeout() const override { return inner_.timeout(); }
-  void send(int dst, transport::Tag tag, std::span<const std::byte> d) override { inner_.send(dst, tag, d); }
-  std::optional<std::size_t> recv_for(int src, transport::Tag tag, std::span<std::byte> out,
-                                      std::chrono::milliseconds wait) override {
-    return inner_.recv_for(src, tag, out, wait);
-  }
+};
 
- private:
-  transport::Transport& inner_;
+/// Calls one span "GPU memory", so the refusals below are tested without a GPU.
+class DeviceSpan final : public testing::Forwarding {
+ public:
+  using Forwarding::Forwarding;
+  const void* device = nullptr;
+  bool device_memory(const void* p) const override { return p == device; }
+};
+/// Stands in for the NCCL collectives: declares that it takes units in GPU memory.
+struct DeviceRing : collective::Ring {
+  bool device_memory() const { return true; }
 };
 
 /// Runs `make` on 3 ranks and returns each rank's error message ("" when it succeeded).
@@ -151,4 +153,37 @@ TEST_CASE("a rank that stops handing over gradients makes wait_for fail, not han
       },
       300ms);
   REQUIRE_THAT(errors[0], Catch::Contains("rank 1") || Catch::Contains("not aggregated"));
+}
+
+TEST_CASE("a gradient in GPU memory is refused, by name, wherever the host would read it") {
+  transport::InProcessGroup g(1);
+  DeviceSpan t(g.rank(0));
+  std::vector<float> w(100, 1.0f);
+  t.device = w.data();
+  const Options unchecked{.check_finite = false};
+  auto refused = [&](auto&& sync) {
+    try {
+      sync.gradient_ready(0, w);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  using slicing::WholeLayer, priority::ForwardOrder;
+  CHECK_THAT(refused(Synchronizer<WholeLayer, ForwardOrder, codec::Identity, collective::Ring>(t, kLayout, unchecked)),
+             Catch::Contains("layer 'w' is in GPU memory") && Catch::Contains("collective 'ring' reads units on the host"));
+  CHECK_THAT(refused(Synchronizer<WholeLayer, ForwardOrder, codec::Identity, DeviceRing>(t, kLayout)),
+             Catch::Contains("check_finite reads it on the host"));
+  CHECK_THAT(refused(Synchronizer<WholeLayer, ForwardOrder, codec::OneBit, DeviceRing>(t, kLayout, unchecked)),
+             Catch::Contains("codec 'onebit' keeps its error-feedback residual on the host"));
+  CHECK_THAT(refused(Synchronizer<slicing::Fusion, ForwardOrder, codec::Identity, DeviceRing>(t, kLayout, unchecked)),
+             Catch::Contains("fuses it with other layers"));
+  // all conditions met: accepted (a host vector standing in, so the stand-in collective can run)
+  Synchronizer<WholeLayer, ForwardOrder, codec::Identity, DeviceRing> ok(t, kLayout, unchecked);
+  CHECK(refused(ok).empty());
+  std::vector<float> b(10, 1.0f);
+  ok.gradient_ready(1, b);
+  ok.finish_iteration();
+  ok.wait_all();
+  CHECK(w == std::vector<float>(100, 1.0f));
 }

@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "support/forwarding.hpp"
 #include "support/ranks.hpp"
 
 using namespace gradsync;
@@ -16,13 +17,10 @@ using namespace std::chrono_literals;
 
 namespace {
 /// Records the unit tags this rank sends (first appearance) and holds back sends it is told to.
-class GatedTransport final : public transport::Transport {
+class GatedTransport final : public testing::Forwarding {
  public:
-  explicit GatedTransport(transport::Transport& inner) : inner_(inner) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
+  using Forwarding::Forwarding;
   std::string describe() const override { return "gated " + inner_.describe(); }
-  std::chrono::milliseconds timeout() const override { return inner_.timeout(); }
 
   /// Sends whose tag `hold` returns true for wait until the predicate changes.
   void hold(std::function<bool(transport::Tag)> hold) {
@@ -46,13 +44,8 @@ class GatedTransport final : public transport::Transport {
     }
     inner_.send(dst, tag, data);
   }
-  std::optional<std::size_t> recv_for(int src, transport::Tag tag, std::span<std::byte> out,
-                                      std::chrono::milliseconds wait) override {
-    return inner_.recv_for(src, tag, out, wait);
-  }
 
  private:
-  transport::Transport& inner_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::function<bool(transport::Tag)> hold_ = [](transport::Tag) { return false; };
@@ -133,7 +126,7 @@ namespace {
 /// Rank 1 serves units 1 and 3 of 2 ranks. Its pushes from rank 0 are held back until the server
 /// has asked for both (so both are at the server), then unit 1's is delivered 100 ms late: a
 /// server that serves whichever unit completes first would broadcast unit 3 first.
-class PushGate final : public transport::Transport {
+class PushGate final : public testing::Forwarding {
  public:
   struct Shared {
     std::mutex mutex;
@@ -142,11 +135,8 @@ class PushGate final : public transport::Transport {
     bool open = false, delayed = false;
     std::vector<transport::Tag> broadcasts;   // rank 1's sends of tags 1 and 3, in order
   };
-  PushGate(transport::Transport& inner, Shared& s) : inner_(inner), s_(s) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
+  PushGate(transport::Transport& inner, Shared& s) : Forwarding(inner), s_(s) {}
   std::string describe() const override { return "push-gated " + inner_.describe(); }
-  std::chrono::milliseconds timeout() const override { return inner_.timeout(); }
 
   void send(int dst, transport::Tag tag, std::span<const std::byte> data) override {
     inner_.send(dst, tag, data);
@@ -157,10 +147,6 @@ class PushGate final : public transport::Transport {
       else s_.broadcasts.push_back(tag);
     }
     s_.cv.notify_all();
-  }
-  std::optional<std::size_t> recv_for(int src, transport::Tag tag, std::span<std::byte> out,
-                                      std::chrono::milliseconds wait) override {
-    return inner_.recv_for(src, tag, out, wait);
   }
   /// How the server thread collects pushes: gated for rank 1's tags 1 and 3.
   std::optional<std::size_t> try_recv(int src, transport::Tag tag, std::span<std::byte> out) override {
@@ -187,7 +173,6 @@ class PushGate final : public transport::Transport {
     s_.cv.wait(lock, [&] { return std::ranges::includes(seen, tags); });
   }
 
-  transport::Transport& inner_;
   Shared& s_;
 };
 }  // namespace

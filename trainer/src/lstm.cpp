@@ -1,6 +1,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "gradsync/trainer/half.hpp"
 #include "gradsync/trainer/kernels.hpp"
 #include "gradsync/trainer/layers.hpp"
 
@@ -34,8 +35,12 @@ Tensor LSTM::do_forward(const Tensor& x, Context& ctx) {
     float* a = gates_.data() + s * n * g4;
     const float* h_prev = hidden_.data() + s * n * h_;
     backend::gemm(false, true, n, g4, h_, 1.0f, h_prev, h_, w_hh.value.data(), h_, 1.0f, a, g4);
-    backend::for_each(n * h_, kernels::LstmCellForward{a, cells_.data() + s * n * h_, cells_.data() + (s + 1) * n * h_,
-                                                       hidden_.data() + (s + 1) * n * h_, h_}, 32);
+    float* h = hidden_.data() + (s + 1) * n * h_;
+    backend::for_each(n * h_, kernels::LstmCellForward{a, cells_.data() + s * n * h_, cells_.data() + (s + 1) * n * h_, h, h_},
+                      32);
+    // Mixed precision: h is stored in fp16 (the next step's and dW_hh's GEMM input; the device
+    // multiplies GEMM inputs as fp16).
+    if (ctx.half) backend::for_each(n * h_, kernels::RoundToHalf{h, h});
   }
   Tensor y({n, t, h_});
   backend::for_each(n * t, kernels::SwapAxes{hidden_.data() + n * h_, y.data(), t, n, h_}, h_);
@@ -54,6 +59,7 @@ Tensor LSTM::backward(const Tensor& dy, Context& ctx) {
     backend::for_each(n * h_, kernels::LstmCellBackward{gates_.data() + s * n * g4, cells_.data() + s * n * h_,
                                                         cells_.data() + (s + 1) * n * h_, dh.data(), dc.data(), das, h_},
                       32);
+    if (ctx.half) backend::for_each(n * g4, kernels::RoundToHalf{das, das});  // fp16 gate gradients, as h
     // dh_{t-1} = da_t W_hh
     backend::gemm(false, false, n, h_, g4, 1.0f, das, g4, w_hh.value.data(), h_, 0.0f, dh_next.data(), h_);
   }

@@ -108,6 +108,9 @@ struct AnyCollective {
         },
         policy);
   }
+  bool device_memory() const {
+    return std::visit([](const auto& p) { return accepts_device_memory(p); }, policy);
+  }
   template <codec::Codec C>
   std::size_t run(transport::Transport& t, const C& c, Job& job, Workspace& ws) const {
     if constexpr (std::same_as<C, codec::AnyCodec>)  // a runtime codec: dispatch on its concrete type too

@@ -56,6 +56,14 @@ concept Collective = std::copy_constructible<K> &&
                 "and template <Codec C> run(Transport&, const C&, Job&, Workspace&) -> "          \
                 "std::size_t (bytes sent); see gradsync/collective/concept.hpp")
 
+/// Whether `k` aggregates units that live in GPU memory (the NCCL collectives, which declare
+/// `bool device_memory() const`); every other collective reads and writes units on the host.
+template <class K>
+bool accepts_device_memory(const K& k) {
+  if constexpr (requires { k.device_memory(); }) return k.device_memory();
+  else return false;
+}
+
 namespace detail {
 inline void finish_mean(std::span<float> data, bool average, int ranks) {
   if (!average || ranks == 1) return;

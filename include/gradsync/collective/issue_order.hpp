@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "../transport/transport.hpp"
@@ -19,12 +20,19 @@ class IssueOrder {
   /// has no sequence: the caller runs one unit at a time). `who` names the collective in errors.
   template <class F>
   void run(const Job& job, const transport::Transport& t, const char* who, F&& issue) const {
-    if (!job.sequence) return issue();
+    run(job, job.sequence, t, who, std::forward<F>(issue));
+  }
+  /// As run, at position `slot` of this order instead of the unit's sequence: a collective that
+  /// issues several vendor calls per unit numbers them (e.g. 2 * sequence and 2 * sequence + 1).
+  template <class F>
+  void run(const Job& job, std::optional<std::uint64_t> slot, const transport::Transport& t, const char* who,
+           F&& issue) const {
+    if (!slot) return issue();
     std::unique_lock lock(state_->mutex);
-    if (!state_->turn.wait_for(lock, t.timeout(), [&] { return state_->next == *job.sequence; }))
+    if (!state_->turn.wait_for(lock, t.timeout(), [&] { return state_->next == *slot; }))
       throw PeerError("gradsync: " + t.describe() + ": collective '" + who + "' waited " +
                       std::to_string(t.timeout().count()) + " ms to issue unit " + std::to_string(job.tag) +
-                      " (schedule position " + std::to_string(*job.sequence) + ", next to issue " +
+                      " (issue position " + std::to_string(*slot) + ", next to issue " +
                       std::to_string(state_->next) + "): an earlier unit never became ready on this rank");
     issue();
     ++state_->next;

@@ -13,8 +13,11 @@
 /// \endcode
 ///
 /// Job::data may be device memory (reduced in place) or host memory (staged through the device).
-/// Reductions and broadcasts are issued in schedule order on their own communicators and streams
-/// (Nccl::group), so units overlap: one unit's ring runs while the next one reduces.
+/// Reductions and broadcasts run on communicators and streams of their own (Nccl::group) and are
+/// issued in one order on every rank: reduce(u0), broadcast(u0), reduce(u1), ... in schedule
+/// order. NCCL kernels of communicators on one device may wait on each other, so an order that
+/// differed between ranks (a leader's broadcast waits for its ring, a member's does not) could
+/// deadlock; a unit's reduction therefore waits until the previous unit's broadcast is issued.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -35,6 +38,8 @@ struct NcclHierarchical {
   int group;
 
   std::string_view name() const { return "nccl-hierarchical"; }
+  /// Units may live in GPU memory (collective::accepts_device_memory).
+  bool device_memory() const { return true; }
   std::string describe() const {
     return group > 0 ? "nccl-hierarchical:" + std::to_string(group) : "nccl-hierarchical";
   }
@@ -64,7 +69,10 @@ struct NcclHierarchical {
         cuda_check(cudaMallocAsync(reinterpret_cast<void**>(&data), bytes + 1, g.reduce.stream), "cudaMallocAsync");
         cuda_check(cudaMemcpyAsync(data, job.data.data(), bytes, cudaMemcpyHostToDevice, g.reduce.stream), "cudaMemcpyAsync");
       }
-      reduce_order_.run(job, t, "nccl-hierarchical", [&] {
+      const auto slot = [&](std::uint64_t phase) {
+        return job.sequence ? std::optional<std::uint64_t>(2 * *job.sequence + phase) : std::nullopt;
+      };
+      order_.run(job, slot(0), t, "nccl-hierarchical", [&] {
         nccl_check(ncclReduce(data, data, count, ncclFloat, ncclSum, 0, g.reduce.comm, g.reduce.stream),
                    t.describe() + ": ncclReduce");
         cuda_check(cudaEventRecord(done, g.reduce.stream), "cudaEventRecord");
@@ -85,7 +93,7 @@ struct NcclHierarchical {
         cuda_check(cudaMemcpyAsync(data, ring_data.data(), bytes, cudaMemcpyHostToDevice, g.broadcast.stream),
                    "cudaMemcpyAsync");
       }
-      broadcast_order_.run(job, t, "nccl-hierarchical", [&] {
+      order_.run(job, slot(1), t, "nccl-hierarchical", [&] {
         nccl_check(ncclBroadcast(data, data, count, ncclFloat, 0, g.broadcast.comm, g.broadcast.stream),
                    t.describe() + ": ncclBroadcast");
         cuda_check(cudaEventRecord(done, g.broadcast.stream), "cudaEventRecord");
@@ -105,7 +113,7 @@ struct NcclHierarchical {
   }
 
  private:
-  detail::IssueOrder reduce_order_, broadcast_order_;
+  detail::IssueOrder order_;  // every NCCL call of this collective: one thread at a time, one order
 };
 GRADSYNC_CHECK_COLLECTIVE(NcclHierarchical);
 

@@ -26,6 +26,8 @@ namespace gradsync::collective {
 
 struct NcclNative {
   std::string_view name() const { return "nccl"; }
+  /// Units may live in GPU memory (collective::accepts_device_memory).
+  bool device_memory() const { return true; }
 
   template <codec::Codec C>
   std::size_t run(transport::Transport& t, const C& codec, Job& job, Workspace&) const {

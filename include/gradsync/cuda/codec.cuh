@@ -117,6 +117,7 @@ template <unsigned Bits>
 void encode_payload(const gc::Qsgd<Bits>& c, std::span<const float> in, std::byte* payload,
                     const gc::EncodeContext& ctx, cudaStream_t s) {
   const std::size_t n = in.size(), buckets = bucket_count(n, c.bucket);
+  if (buckets == 0) return;  // an empty unit: header only (a grid of 0 blocks is a launch error)
   qsgd_scale_kernel<Bits><<<static_cast<unsigned>(buckets), scale_threads, 0, s>>>(in.data(), payload, n, c.bucket,
                                                                                      c.norm == gc::QsgdNorm::l2);
   check(cudaGetLastError(), "QSGD scale kernel launch");

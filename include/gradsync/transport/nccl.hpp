@@ -95,6 +95,7 @@ class Nccl final : public Transport {
     return "nccl rank " + std::to_string(rank()) + " of " + std::to_string(size()) + " (GPU " + std::to_string(device_) + ")";
   }
   std::chrono::milliseconds timeout() const override { return host_.timeout(); }
+  bool device_memory(const void* p) const override { return detail::is_device_memory(p); }
   void send(int dst, Tag tag, std::span<const std::byte> data) override { host_.send(dst, tag, data); }
   SendId send_async(int dst, Tag tag, std::span<const std::byte> data) override {
     return host_.send_async(dst, tag, data);

@@ -29,6 +29,11 @@ class Transport {
   virtual std::string describe() const = 0;
   /// How long recv waits for a peer before it gives up.
   virtual std::chrono::milliseconds timeout() const = 0;
+  /// Whether `p` points into GPU memory (transport::Nccl asks CUDA); host transports say no.
+  virtual bool device_memory(const void* p) const {
+    (void)p;
+    return false;
+  }
 
   /// Sends `data` to `dst`. `data` may be reused as soon as send returns.
   virtual void send(int dst, Tag tag, std::span<const std::byte> data) = 0;
