@@ -28,7 +28,7 @@ class Conv2d final : public Module {
   Tensor do_forward(const Tensor& x, Context& ctx) override;
 
  private:
-  bool per_image(std::size_t positions) const {
+  bool per_image([[maybe_unused]] std::size_t positions) const {  // unused on a GPU
 #if defined(GRADSYNC_TRAINER_CUDA)
     // A GPU wants few wide launches: one image at a time leaves it idle between small kernels.
     return lowering_ == Lowering::per_image;
