@@ -37,7 +37,10 @@
 #include <thread>
 #include <vector>
 
+#include "codec/bypass.hpp"
 #include "codec/concept.hpp"
+#include "codec/identity.hpp"
+#include "codec/traits.hpp"
 #include "collective/concept.hpp"
 #include "collective/server.hpp"
 #include "core/handshake.hpp"
@@ -48,6 +51,7 @@
 #include "schedule/dispatch_queue.hpp"
 #include "schedule/lanes.hpp"
 #include "slicing/concept.hpp"
+#include "transport/cancellable.hpp"
 
 namespace gradsync {
 
@@ -62,34 +66,47 @@ class Synchronizer {
  public:
   Synchronizer(transport::Transport& transport, ModelLayout layout, Options options = {}, Slicing slicing = {},
                Priority priority = {}, Codec codec = {}, Collective collective = {})
-      : t_(transport), layout_(std::move(layout)), opt_(std::move(options)), slicing_(std::move(slicing)),
+      : user_(transport), opt_(std::move(options)), t_(user_, opt_.timeout), layout_(std::move(layout)), slicing_(std::move(slicing)),
         priority_(std::move(priority)), codec_(std::move(codec)), collective_(std::move(collective)),
         units_(slicing_.plan(layout_)), lanes_(lane_capacities()), dispatch_(units_.size()),
         server_(t_, lane_capacities(), units_.size()) {
     if (opt_.inflight_units == 0) throw UsageError("gradsync: Options::inflight_units must be at least 1");
     if (units_.size() >= transport::reserved_tags) throw UsageError("gradsync: too many units; use larger slices");
     index_units();
-    handshake(t_, hello());
+    session_ = handshake(t_, hello());
     start_threads();
   }
   Synchronizer(const Synchronizer&) = delete;
   Synchronizer& operator=(const Synchronizer&) = delete;
 
   /// Stops the threads after in-flight units finish (call wait_all() first to see their errors;
-  /// gives up after Options::timeout).
+  /// gives up after Options::timeout). Destroyed in the middle of an iteration (some layers handed
+  /// over, not all) or with units stuck in flight, it tells every peer this rank stopped, so they
+  /// fail at once instead of waiting for it.
   ~Synchronizer() {
+    const std::int64_t iter = iteration_.load();
+    const auto handed = std::ranges::count_if(layers_, [&](const Layer& l) { return l.submitted.load() == iter; });
+    if (handed > 0 && static_cast<std::size_t>(handed) < layers_.size())
+      abort("its Synchronizer was destroyed in the middle of iteration " + std::to_string(iter) + " (" +
+            std::to_string(handed) + " of " + std::to_string(layers_.size()) + " layers handed over)");
     {  // let in-flight units finish (peers need this rank for them), but never hang
       std::unique_lock lock(mutex_);
-      cv_.wait_for(lock, opt_.timeout, [&] {
-        return failed_.load() || std::ranges::all_of(layers_, [](const Layer& l) { return l.remaining.load() == 0; });
-      });
+      if (!cv_.wait_for(lock, opt_.timeout, [&] { return failed_.load() || all_done(); })) {
+        lock.unlock();
+        abort("its Synchronizer was destroyed with units still in flight after " + std::to_string(opt_.timeout.count()) +
+              " ms");
+      }
     }
-    stop_.store(true);
-    lanes_.wake();
-    dispatch_.close();
-    notify();
-    server_.stop();  // wakes executors waiting on it
+    stop_threads();
+    server_.stop();
     for (auto& th : threads_) th.join();
+  }
+
+  /// Fails this synchronizer and tells every peer, whose next call (or current wait) then throws
+  /// PeerError "rank R failed: <reason>": call it when this rank cannot go on (an exception in
+  /// the training loop), before unwinding, so no peer waits for it. Idempotent.
+  void abort(const std::string& reason) {
+    fail(std::make_exception_ptr(PeerError("gradsync: " + user_.describe() + " stopped: " + reason)), true);
   }
 
   /// Hands over layer `layer`'s gradient of this iteration; returns at once. `grad` must stay
@@ -169,12 +186,15 @@ class Synchronizer {
     s.queued_seconds = queued_ns_.load() * 1e-9;
     s.wire_seconds = wire_ns_.load() * 1e-9;
     s.exposed_wait_seconds = exposed_wait_ns_.load() * 1e-9;
+    s.elements = elements_.load();
+    s.elements_compressed = elements_compressed_.load();
+    s.bytes_compressed = bytes_compressed_.load();
     return s;
   }
   // Checkpoints: what a resumed run needs to continue bit-identically, per rank. iteration():
   // iterations finished (stochastic codecs key their random numbers on it); residuals(): the
-  // error-feedback memory of a codec with needs_residual() (onebit, topk, ef+...), every unit's
-  // back to back in units() order, empty otherwise. Read both between iterations, after
+  // error-feedback memory of a codec with needs_residual() (onebit, topk, ef+...), every
+  // compressed unit's back to back in units() order (bypassed ones keep none), empty otherwise. Read both between iterations, after
   // wait_all(): executors update the residuals while units are in flight.
   std::int64_t iteration() const { return iteration_.load(); }
   std::span<const float> residuals() const { return residual_; }
@@ -193,6 +213,9 @@ class Synchronizer {
     iteration_.store(iteration);
   }
   const std::vector<Unit>& units() const { return units_; }
+  /// Whether unit u travels as fp32 instead of through the (lossy) codec: it carries only
+  /// tensors under the codec's bypass threshold (codec/bypass.hpp).
+  bool bypassed(std::size_t u) const { return bypassed_.at(u) != 0; }
   const ModelLayout& layout() const { return layout_; }
   /// "fixed:40000/forward/fp32/ring": the policies, as in the handshake.
   std::string describe() const {
@@ -242,6 +265,11 @@ class Synchronizer {
   void index_units() {
     layers_ = std::vector<Layer>(layout_.num_layers());
     state_ = std::vector<UnitState>(units_.size());
+    bypassed_.assign(units_.size(), 0);
+    std::vector<std::size_t> sizes;
+    for (const LayerSpec& l : layout_.layers()) sizes.push_back(l.elements);
+    // The study's rule is about tensors: a unit is bypassed when every tensor it carries is small.
+    const std::size_t small = codec_.lossless() ? 0 : codec::bypass_threshold(sizes, codec::bypass_below(codec_));
     std::size_t residual = 0;
     std::vector<std::size_t> covered(layout_.num_layers(), 0);
     for (std::uint32_t u = 0; u < units_.size(); ++u) {
@@ -251,15 +279,16 @@ class Synchronizer {
         layers_.at(s.layer).units.push_back(u);
         covered[s.layer] += s.length;
       }
+      bypassed_[u] = std::ranges::all_of(units_[u].segments, [&](const Segment& s) { return sizes[s.layer] < small; });
       state_[u].pending.store(static_cast<int>(units_[u].segments.size()));
       state_[u].residual_offset = residual;
-      residual += units_[u].elements;
+      if (codec_.needs_residual() && !bypassed_[u]) residual += units_[u].elements;
     }
     for (std::size_t l = 0; l < covered.size(); ++l)
       if (covered[l] != layout_.layer(l).elements)
         throw UsageError("gradsync: slicing '" + slicing_.describe() + "' covers " + std::to_string(covered[l]) +
                          " of the " + std::to_string(layout_.layer(l).elements) + " elements of layer " + std::to_string(l));
-    if (codec_.needs_residual()) residual_.assign(residual, 0.0f);
+    residual_.assign(residual, 0.0f);
   }
 
   HandshakeInfo hello() const {
@@ -275,7 +304,8 @@ class Synchronizer {
 
   void start_threads() {
     executors_.resize(opt_.inflight_units);
-    const std::size_t bytes = codec_.encoded_bytes(max_elements_);
+    // Warm the scratch buffers for the largest unit (detail::Wire grows them if a message needs more).
+    const std::size_t bytes = std::max(codec_.encoded_bytes(max_elements_), codec::Identity{}.encoded_bytes(max_elements_));
     for (auto& e : executors_) {
       e.ws.send.resize(bytes);
       e.ws.recv.resize(bytes);
@@ -283,6 +313,7 @@ class Synchronizer {
     }
     threads_.emplace_back([this] { guarded([this] { leader() ? lead() : follow(); }); });
     for (auto& e : executors_) threads_.emplace_back([this, &e] { guarded([this, &e] { execute(e); }); });
+    if (t_.size() > 1) threads_.emplace_back([this] { guarded([this] { watch(); }); });
   }
 
   // ---- communication thread ----
@@ -352,14 +383,11 @@ class Synchronizer {
       for (const Segment& g : unit.segments) off = std::ranges::copy(segment_span(g), data.begin() + off).out - data.begin();
     }
     codec::EncodeContext ctx{.seed = opt_.seed, .iteration = static_cast<std::uint64_t>(iter), .unit = u};
-    if (codec_.needs_residual()) {  // error feedback on this rank's own gradient, before any collective
-      ctx.residual = std::span(residual_).subspan(s.residual_offset, unit.elements);
-      const std::size_t bytes = codec_.encode(data, e.ws.send, ctx);
-      codec_.decode(std::span<const std::byte>(e.ws.send).first(bytes), data);
-      ctx.residual = {};
-    }
+    const bool bypass = bypassed_[u] != 0;
+    if (codec_.needs_residual() && !bypass) ctx.residual = std::span(residual_).subspan(s.residual_offset, unit.elements);
     collective::Job job{data, u, ctx, opt_.average, sequence, keys_[u], &server_};
-    const std::size_t sent = collective_.run(t_, codec_, job, e.ws);
+    const std::size_t sent =
+        bypass ? collective_.run(t_, codec::Identity{}, job, e.ws) : collective_.run(t_, codec_, job, e.ws);
     if (unit.fused()) {
       std::size_t off = 0;
       for (const Segment& g : unit.segments) {
@@ -370,6 +398,11 @@ class Synchronizer {
     const auto finished = clock::now();
     bytes_sent_.fetch_add(sent);
     units_done_.fetch_add(1);
+    elements_.fetch_add(unit.elements);
+    if (!bypass && !codec_.lossless()) {
+      elements_compressed_.fetch_add(unit.elements);
+      bytes_compressed_.fetch_add(sent);
+    }
     add_seconds(queued_ns_, started - s.ready_at);
     add_seconds(wire_ns_, finished - started);
     if (opt_.on_unit) opt_.on_unit({u, iter, unit.elements, sent, s.ready_at, started, finished});
@@ -389,13 +422,18 @@ class Synchronizer {
   // ---- waiting and failure ----
   void wait_layer(std::size_t layer, const char* who) {
     std::unique_lock lock(mutex_);
-    const bool ok = cv_.wait_for(lock, opt_.timeout, [&] { return failed_.load() || layers_[layer].remaining.load() == 0; });
+    auto settled = [&] { return failed_.load() || layers_[layer].remaining.load() == 0; };
+    // An executor stuck on a silent peer gives up within the same timeout and names the peer:
+    // allow it a moment to, before the vaguer message below.
+    const bool ok = cv_.wait_for(lock, opt_.timeout, settled) ||
+                    cv_.wait_for(lock, std::min<std::chrono::milliseconds>(opt_.timeout, std::chrono::seconds(1)), settled);
     lock.unlock();
     rethrow_if_failed();
     if (!ok)
       throw PeerError("gradsync: " + std::string(who) + "(" + std::to_string(layer) + "): layer '" +
                       layout_.layer(layer).name + "' not aggregated after " + std::to_string(opt_.timeout.count()) +
-                      " ms on " + t_.describe() + ": a peer rank died or did not hand over this layer");
+                      " ms on " + t_.describe() + ": a peer rank died or did not hand over this layer; raise "
+                      "Options::timeout if a peer is only slow");
   }
 
   template <class F>
@@ -403,16 +441,68 @@ class Synchronizer {
     try {
       body();
     } catch (...) {
-      {
-        std::lock_guard lock(mutex_);
-        if (!error_) error_ = std::current_exception();
-        failed_.store(true);
-      }
-      stop_.store(true);
-      lanes_.wake();
-      dispatch_.close();
-      cv_.notify_all();
+      fail(std::current_exception(), true);
     }
+  }
+  /// Records the first error, tells the peers when it is this rank's own (`tell`: not one a peer
+  /// reported), and ends every wait of this synchronizer's threads and callers with it.
+  void fail(std::exception_ptr error, bool tell) {
+    {
+      std::lock_guard lock(mutex_);
+      if (error_) return;
+      error_ = error;
+      failed_.store(true);
+    }
+    if (tell) tell_peers(error);
+    t_.cancel(error);
+    stop_threads();
+  }
+  /// Sends every peer this rank's error (best effort: a peer may be gone already).
+  void tell_peers(std::exception_ptr error) {
+    std::string text = "unknown error";
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      text = e.what();
+    } catch (...) {
+    }
+    AbortMessage m{session_, {}};
+    text.copy(m.text, sizeof m.text);
+    const auto bytes = std::as_bytes(std::span(&m, 1)).first(sizeof m.session + std::min(text.size(), sizeof m.text));
+    for (int p = 0; p < user_.size(); ++p) {
+      if (p == user_.rank()) continue;
+      try {
+        user_.send(p, transport::abort_tag, bytes);
+      } catch (...) {
+      }
+    }
+  }
+  /// The watcher thread: a peer's abort message fails this rank with the peer's own words.
+  void watch() {
+    AbortMessage m;
+    while (!stopping()) {
+      for (int p = 0; p < user_.size(); ++p) {
+        if (p == user_.rank()) continue;
+        const auto got = user_.try_recv(p, transport::abort_tag, std::as_writable_bytes(std::span(&m, 1)));
+        if (!got || *got < sizeof m.session || m.session != session_) continue;  // none, or a stale one
+        fail(std::make_exception_ptr(PeerError("gradsync: rank " + std::to_string(p) + " failed: " +
+                                               std::string(m.text, *got - sizeof m.session))),
+             false);
+        return;
+      }
+      std::unique_lock lock(mutex_);
+      cv_.wait_for(lock, transport::Cancellable::slice, [&] { return stopping(); });
+    }
+  }
+  void stop_threads() {
+    stop_.store(true);
+    lanes_.wake();
+    dispatch_.close();
+    server_.request_stop();  // wakes executors waiting on it
+    notify();
+  }
+  bool all_done() const {
+    return std::ranges::all_of(layers_, [](const Layer& l) { return l.remaining.load() == 0; });
   }
   bool stopping() const { return stop_.load(); }
   void notify() {
@@ -457,9 +547,16 @@ class Synchronizer {
     acc.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
   }
 
-  transport::Transport& t_;
-  ModelLayout layout_;
+  /// What a failing rank sends each peer: the session (core/handshake.hpp) and its error's text.
+  struct AbortMessage {
+    std::uint64_t session = 0;
+    char text[1000];
+  };
+
+  transport::Transport& user_;  // the caller's transport: abort messages use it even after t_ is cancelled
   Options opt_;
+  transport::Cancellable t_;    // every other message: one timeout, and waits that end on failure
+  ModelLayout layout_;
   Slicing slicing_;
   Priority priority_;
   Codec codec_;
@@ -469,6 +566,7 @@ class Synchronizer {
   std::size_t max_elements_ = 0;
   std::vector<Layer> layers_;
   std::vector<UnitState> state_;
+  std::vector<char> bypassed_;   // per unit: goes as fp32 (only small tensors)
   std::vector<float> residual_;  // error-feedback memory, per unit, when the codec needs one
   schedule::PriorityLanes lanes_;
   schedule::DispatchQueue dispatch_;
@@ -480,10 +578,12 @@ class Synchronizer {
   std::condition_variable cv_;
   std::size_t inflight_units_ = 0, inflight_bytes_ = 0;  // leader's window
   std::atomic<std::int64_t> iteration_{0};
+  std::uint64_t session_ = 0;
   std::atomic<bool> stop_{false}, failed_{false};
   std::exception_ptr error_;
 
   std::atomic<std::uint64_t> units_done_{0}, bytes_sent_{0}, iterations_{0};
+  std::atomic<std::uint64_t> elements_{0}, elements_compressed_{0}, bytes_compressed_{0};
   std::atomic<std::int64_t> queued_ns_{0}, wire_ns_{0}, exposed_wait_ns_{0};
 };
 

@@ -1,7 +1,7 @@
 #pragma once
-// Codec configurations shared by the wire tests and the fuzz target: every codec with the
-// small-unit bypass off (so small test units reach the payload decoders), odd bucket options,
-// and the defaults (so the fp32 bypass path is exercised too).
+// Codec configurations shared by the wire tests and the fuzz target: every codec, odd bucket
+// options, and the defaults (the bypass knob is the Synchronizer's, per tensor: codecs encode
+// every message with any of these).
 #include <array>
 #include <string_view>
 

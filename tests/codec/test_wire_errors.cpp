@@ -42,7 +42,7 @@ TEST_CASE("another codec's payload or another unit size is rejected", "[codec][w
       const auto wire = valid_wire(a);
       const auto own = valid_wire(b);
       if (std::equal(wire.begin(), wire.begin() + gradsync::codec::header_bytes, own.begin())) {
-        // Same id, layout and size (qsgd2 and ef+qsgd2, or a bypassed unit and fp32): readable by design.
+        // Same id, layout and size (qsgd2 and ef+qsgd2): readable by design.
         std::vector<float> x(n);
         b.decode(wire, x);
         continue;

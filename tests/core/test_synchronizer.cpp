@@ -48,9 +48,11 @@ TEST_CASE("statistics count units, bytes and iterations") {
     sync.wait_all();
     return sync.stats();
   });
-  // 3 units (500, 500, 10); each rank serves some and pushes the others: 16-byte header each
+  // 3 units (500, 500, 10); each rank serves some and pushes the others, fp32 as raw floats
   REQUIRE(stats[0].units == 3);
   REQUIRE(stats[0].iterations == 1);
-  REQUIRE(stats[0].bytes_sent + stats[1].bytes_sent == 2 * (3 * 16 + 1010 * 4));
+  REQUIRE(stats[0].bytes_sent + stats[1].bytes_sent == 2 * 1010 * 4);
+  REQUIRE(stats[0].elements == 1010);
+  REQUIRE(stats[0].elements_compressed == 0);  // fp32 compresses nothing
   REQUIRE(stats[0].wire_seconds > 0);
 }

@@ -2,7 +2,7 @@
 // device's decomposition of each step (per-bucket scale split over a block's threads, QSGD
 // packing one word per index, top-k by stable sort) gives exactly the host codec's bytes. The
 // element-wise functors both backends share are covered by the host codec tests (tests/codec):
-// Narrow* (host chunks), Qsgd{Encode,Decode}, OneBit{Encode,Decode}, Add, AddWire, FeedbackCopy,
+// Narrow* (host chunks), Qsgd{Encode,Decode}, OneBit{Encode,Decode}, Add, AddWire,
 // Sum, Error, TopKIndexBad, TopKScatter; QsgdPackWord, QsgdDecodeElement, Narrow* one element per
 // index, TopKKey and TopKPut are covered here.
 #include <catch2/catch.hpp>

@@ -25,8 +25,8 @@ int main(int argc, char** argv) {
         if (mode == "mismatch" && odd_one) layout = ModelLayout{{"conv1.weight", 1728}, {"fc.weight", 2570}};
         else if (mode != "mismatch" && mode != "hang" && mode != "kill")
           throw UsageError("usage: mpi_failure mismatch|hang|kill");
-        // the transport gives up first, so the message names the silent peer
-        AnySynchronizer sync(t, layout, {"fixed:1000", "forward", "fp32", "ring"}, Options{.timeout = 3s});
+        // Options::timeout is the one timeout of every wait the synchronizer makes
+        AnySynchronizer sync(t, layout, {"fixed:1000", "forward", "fp32", "ring"}, Options{.timeout = 2s});
         std::vector<std::vector<float>> grads(layout.num_layers());
         for (int it = 0; it < 3; ++it) {
           for (std::size_t l = 0; l < grads.size(); ++l) sync.wait_for(l);

@@ -16,6 +16,8 @@ class Forwarding : public gradsync::transport::Transport {
   void send(int dst, gradsync::transport::Tag tag, std::span<const std::byte> data) override {
     inner_.send(dst, tag, data);
   }
+  // send_async keeps the default (send, which a test transport may override); native() finds inner
+  Transport* wrapped() override { return &inner_; }
   std::optional<std::size_t> recv_for(int src, gradsync::transport::Tag tag, std::span<std::byte> out,
                                       std::chrono::milliseconds wait) override {
     return inner_.recv_for(src, tag, out, wait);

@@ -69,6 +69,10 @@ class RendezvousGroup {
         throw gradsync::PeerError("rendezvous: send " + std::to_string(id) + " never received");
       g_.received_.erase(id);
     }
+    bool test_sent(SendId id) override {
+      std::lock_guard lock(g_.mutex_);
+      return id == 0 || g_.received_.erase(id) == 1;
+    }
     std::optional<std::size_t> recv_for(int src, Tag tag, std::span<std::byte> out,
                                         std::chrono::milliseconds wait) override {
       check_peer(src);

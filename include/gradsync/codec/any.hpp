@@ -4,7 +4,8 @@
 ///
 ///   fp32 | fp16 | bf16 | qsgd2 | qsgd4 | qsgd8 | qsgd16 | onebit | topk   then options, each ":key=value":
 ///   bucket=N (qsgd, onebit)   norm=max|l2 (qsgd)   ratio=R or a bare R (topk)
-///   bypass=N (every lossy codec: units under N elements go as fp32)
+///   bypass=N|auto (every lossy codec: tensors under N elements go as fp32; auto, the default of
+///   qsgd, onebit and topk: the study's rule, > 99% of the parameters compressed; codec/bypass.hpp)
 ///   "ef+" before fp16, bf16 or qsgdN adds error feedback (ErrorFeedback<C>).
 ///
 /// \code
@@ -39,7 +40,7 @@ class AnyCodec {
 
   static constexpr std::string_view grammar =
       "fp32, fp16, bf16, qsgd2|qsgd4|qsgd8|qsgd16[:bucket=N][:norm=max|l2], onebit[:bucket=N], "
-      "topk[:R|:ratio=R] with 0 < R <= 1; lossy ones also take [:bypass=N]; prefix fp16, bf16 or "
+      "topk[:R|:ratio=R] with 0 < R <= 1; lossy ones also take [:bypass=N|auto]; prefix fp16, bf16 or "
       "qsgdN with \"ef+\" for error feedback";
 
   AnyCodec() = default;
@@ -128,7 +129,11 @@ class AnyCodec {
   template <class C>
   static bool set_option(C& c, std::string_view key, std::string_view value) {
     if constexpr (requires { c.bypass_below; })
-      if (key == "bypass") return number(value, c.bypass_below);
+      if (key == "bypass") {
+        if (value != "auto") return number(value, c.bypass_below);
+        c.bypass_below = bypass_auto;
+        return true;
+      }
     if constexpr (requires { c.bucket; })
       if (key == "bucket") return number(value, c.bucket);
     if constexpr (requires { c.norm; })

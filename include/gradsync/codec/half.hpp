@@ -3,7 +3,7 @@
 /// Overflow (|x| >= 65520) becomes infinity, as in a hardware conversion.
 ///
 /// \code
-///   gradsync::codec::Half c;                       // c.bypass_below = 0: every unit in fp16
+///   gradsync::codec::Half c;                       // c.bypass_below = 0: every tensor in fp16
 ///   std::vector<std::byte> wire(c.encoded_bytes(grad.size()));
 ///   c.encode(grad, wire, {});
 ///   c.decode_add(wire, sum);

@@ -28,7 +28,7 @@ namespace gradsync::codec {
 struct OneBit {
   static constexpr std::uint8_t id = 7;
   std::uint32_t bucket = 64;  ///< elements per (avg+, avg-) pair; a positive multiple of 32
-  std::uint32_t bypass_below = default_bypass_below;
+  std::uint32_t bypass_below = bypass_auto;  ///< tensors under this many elements go as fp32 (codec/bypass.hpp)
 
   constexpr std::string_view name() const { return "onebit"; }
   constexpr bool lossless() const { return false; }

@@ -43,7 +43,7 @@ struct Qsgd {
 
   std::uint32_t bucket = default_bucket;  ///< elements per scale; a positive multiple of 128
   QsgdNorm norm = QsgdNorm::max;
-  std::uint32_t bypass_below = default_bypass_below;
+  std::uint32_t bypass_below = bypass_auto;  ///< tensors under this many elements go as fp32 (codec/bypass.hpp)
 
   constexpr std::string_view name() const {
     return Bits == 2 ? "qsgd2" : Bits == 4 ? "qsgd4" : Bits == 8 ? "qsgd8" : "qsgd16";

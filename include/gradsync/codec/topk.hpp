@@ -32,7 +32,7 @@ namespace gradsync::codec {
 struct TopK {
   static constexpr std::uint8_t id = 8;
   float ratio = 0.01f;  ///< fraction of each unit that is sent, in (0, 1]
-  std::uint32_t bypass_below = default_bypass_below;
+  std::uint32_t bypass_below = bypass_auto;  ///< tensors under this many elements go as fp32 (codec/bypass.hpp)
 
   constexpr std::string_view name() const { return "topk"; }
   constexpr bool lossless() const { return false; }

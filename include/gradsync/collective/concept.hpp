@@ -21,7 +21,10 @@ class Server;
 struct Job {
   std::span<float> data;            ///< this rank's gradient in, the aggregate out
   transport::Tag tag = 0;           ///< message tag of this unit (its index)
-  codec::EncodeContext ctx{};       ///< seed / iteration / unit for stochastic codecs
+  /// seed / iteration / unit for stochastic codecs; `residual`: the unit's error-feedback memory
+  /// on this rank (same length as data) when the codec keeps one, passed by the collective to
+  /// every encode it makes of the unit, stretch by stretch (collective/wire.hpp)
+  codec::EncodeContext ctx{};
   bool average = true;              ///< mean instead of sum
   /// Position of this unit in the schedule, the same on every rank (the Synchronizer sets it).
   /// Collectives over MPI's own all-reduce issue units in this order, since MPI collectives have
@@ -33,9 +36,9 @@ struct Job {
   Server* server = nullptr;
 };
 
-/// Scratch buffers, each at least codec.encoded_bytes(unit elements) long, and the ids of the
-/// ring's copy-free sends in flight. One per executor, so a collective never allocates per unit
-/// once they have grown.
+/// Scratch buffers for encoded messages (grown by detail::Wire to each message's wire size) and
+/// the ids of the ring's copy-free sends in flight. One per executor, so a collective never
+/// allocates per unit once they have grown.
 struct Workspace {
   std::vector<std::byte> send, recv;
   std::vector<transport::Transport::SendId> sends;
@@ -72,15 +75,6 @@ inline void finish_mean(std::span<float> data, bool average, int ranks) {
 }
 /// RNG stream of an encode: which rank encodes, at which step, so ranks never share random bits.
 inline std::uint32_t stream(int rank, int step) { return (static_cast<std::uint32_t>(rank) << 16) | static_cast<std::uint32_t>(step); }
-/// Encodes `data` into ws.send and, for a lossy codec, replaces `data` by what the peers will
-/// decode, so every rank ends with identical values. Returns the wire size.
-template <class C>
-std::size_t encode_final(const C& codec, std::span<float> data, codec::EncodeContext ctx, Workspace& ws) {
-  ctx.residual = {};
-  const std::size_t bytes = codec.encode(data, ws.send, ctx);
-  if (!codec.lossless()) codec.decode(std::span<const std::byte>(ws.send).first(bytes), data);
-  return bytes;
-}
 }  // namespace detail
 
 }  // namespace gradsync::collective

@@ -2,9 +2,13 @@
 /// Hierarchical (ImageNet in 4 minutes, section 4.3): ranks form groups of k consecutive ranks
 /// (the last group may be smaller when k does not divide N). Three phases: every member sends its
 /// unit to the group's leader (its first rank), which adds them up; the leaders run a Ring among
-/// themselves; each leader sends the result back to its members. 2(k-1) messages inside a group
-/// and 2(N/k-1) ring steps, instead of 2(N-1) ring steps: fewer latencies for small units, more
-/// bytes through the leaders for large ones (see Hybrid).
+/// themselves; each leader hands the result to its members (the ring's all-gather messages, as
+/// they pass: no re-encode). 2(k-1) messages inside a group and 2(N/k-1) ring steps, instead of
+/// 2(N-1) ring steps: fewer latencies for small units, more bytes through the leaders for large
+/// ones (see Hybrid). A lossy codec touches a member's element three times with more than one
+/// group (the member's push, the leader's group sum, the owning leader's aggregate; a leader's own
+/// element twice; with one group twice), a fixed count whatever N, each with error feedback when
+/// the codec keeps a residual.
 ///
 /// \code
 ///   gradsync::collective::Hierarchical h{.group = 4};   // or AnyCollective::parse("hierarchical:4")
@@ -35,6 +39,7 @@ class Leaders final : public transport::Transport {
     return parent_.send_async(real(dst), tag, data);
   }
   void wait_sent(SendId id) override { parent_.wait_sent(id); }
+  bool test_sent(SendId id) override { return parent_.test_sent(id); }
   std::optional<std::size_t> recv_for(int src, transport::Tag tag, std::span<std::byte> out,
                                       std::chrono::milliseconds wait) override {
     return parent_.recv_for(real(src), tag, out, wait);
@@ -77,34 +82,37 @@ struct Hierarchical {
   template <codec::Codec C>
   std::size_t run(transport::Transport& t, const C& codec, Job& job, Workspace& ws) const {
     const int n = t.size(), r = t.rank(), k = group_size(n);
+    if (n == 1) return 0;  // the unit already is the sum and the mean
     if (k == 1) return Ring{}.run(t, codec, job, ws);
-    const int leader = r / k * k, end = std::min(leader + k, n);
-    detail::Wire<C> w{t, codec, ws, job.tag};
-    codec::EncodeContext ctx = job.ctx;
-    ctx.residual = {};
+    const int leader = r / k * k, end = std::min(leader + k, n), groups = (n + k - 1) / k;
+    detail::Wire<C> w{t, codec, ws, job};
     constexpr int phase = 0x8000;  // RNG streams apart from the leaders' ring steps
 
     if (r != leader) {
-      ctx.stream = detail::stream(r, phase);
-      const auto out = w.encode(job.data, ctx);
+      const auto out = w.encode(job.data, detail::stream(r, phase));
       t.send(leader, job.tag, out);
-      w.recv_decode(leader, job.data);
+      if (groups == 1) {
+        w.recv_decode(leader, job.data);
+      } else {
+        Ring{}.receive_gathered(t, codec, job, ws, leader, leader / k, groups);
+        detail::finish_mean(job.data, job.average, n);
+      }
       return out.size();
     }
     for (int m = leader + 1; m < end; ++m) w.recv_add(m, job.data);
-    std::size_t sent = 0;
-    if (n > k) {  // more than one group: ring of the group sums among the leaders
-      detail::Leaders leaders(t, k);
-      Job sum{job.data, job.tag, job.ctx, false, job.sequence};
-      sent += Ring{}.run(leaders, codec, sum, ws);
+    if (groups == 1) {
+      detail::finish_mean(job.data, job.average, n);
+      const auto out = w.encode_final(job.data, detail::stream(r, phase + 1));
+      for (int m = leader + 1; m < end; ++m) t.send(m, job.tag, out);
+      return out.size() * static_cast<std::size_t>(end - leader - 1);
     }
+    // The leaders' ring sums the group sums; its all-gather messages also go to this group's
+    // members, so they decode the very bytes the leaders do.
+    detail::Leaders leaders(t, k);
+    Job sum{job.data, job.tag, job.ctx, false, job.sequence};
+    const std::size_t sent = Ring{}.run(leaders, codec, sum, ws, {&t, leader + 1, end - leader - 1});
     detail::finish_mean(job.data, job.average, n);
-    // Every leader holds the same sum now: the same RNG stream on all of them keeps the groups'
-    // results bit-identical under stochastic codecs.
-    ctx.stream = detail::stream(0, phase + 1);
-    const auto out = w.encode_final(job.data, ctx);
-    for (int m = leader + 1; m < end; ++m) t.send(m, job.tag, out);
-    return sent + out.size() * static_cast<std::size_t>(end - leader - 1);
+    return sent;
   }
 };
 GRADSYNC_CHECK_COLLECTIVE(Hierarchical);

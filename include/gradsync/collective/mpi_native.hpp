@@ -30,7 +30,7 @@ struct MpiNative {
       throw UsageError("gradsync: collective 'mpi' (MPI_Iallreduce) sums fp32 values, so it works only with "
                        "lossless summable codecs (fp32), not '" + std::string(codec.name()) +
                        "'; use collective 'ring', 'reduce-broadcast', 'hierarchical' or 'hybrid'");
-    auto* mpi = dynamic_cast<transport::Mpi*>(&t);
+    auto* mpi = t.native<transport::Mpi>();
     if (!mpi)
       throw UsageError("gradsync: collective 'mpi' runs MPI's own all-reduce and needs transport::Mpi, not " +
                        t.describe() + "; use collective 'ring' with this transport");

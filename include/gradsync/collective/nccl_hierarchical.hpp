@@ -46,7 +46,7 @@ struct NcclHierarchical {
 
   template <codec::Codec C>
   std::size_t run(transport::Transport& t, const C& codec, Job& job, Workspace& ws) const {
-    auto* nccl = dynamic_cast<transport::Nccl*>(&t);
+    auto* nccl = t.native<transport::Nccl>();
     if (!nccl)
       throw UsageError("gradsync: collective 'nccl-hierarchical' reduces inside groups with NCCL and needs "
                        "transport::Nccl, not " + t.describe() + "; use collective 'hierarchical' with this transport");

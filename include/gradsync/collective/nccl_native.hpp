@@ -35,7 +35,7 @@ struct NcclNative {
       throw UsageError("gradsync: collective 'nccl' (ncclAllReduce) sums fp32 values, so it works only with "
                        "lossless summable codecs (fp32), not '" + std::string(codec.name()) +
                        "'; use collective 'ring', 'reduce-broadcast', 'hierarchical' or 'hybrid'");
-    auto* nccl = dynamic_cast<transport::Nccl*>(&t);
+    auto* nccl = t.native<transport::Nccl>();
     if (!nccl)
       throw UsageError("gradsync: collective 'nccl' runs NCCL's own all-reduce and needs transport::Nccl, not " +
                        t.describe() + "; use collective 'ring' with this transport");

@@ -3,6 +3,9 @@
 /// u mod N (round-robin sharding). Workers push their encoded gradient to the unit's server; the
 /// server decodes the pushes in rank order (so sums are reproducible), adds them to its own, and
 /// broadcasts the encoded aggregate as soon as the last push arrived — no notify/pull round trip.
+/// A lossy codec touches each element twice: in its worker's push and in the server's aggregate,
+/// both with error feedback when the codec keeps a residual (the server's own gradient is added
+/// exactly).
 /// Under the Synchronizer (job.server set) the server role runs on its own thread with its own
 /// priority lanes, which serves the most urgent unit whose pushes are all in
 /// (collective/server.hpp); alone, the calling thread serves.
@@ -13,6 +16,7 @@
 /// \endcode
 #include "concept.hpp"
 #include "server.hpp"
+#include "wire.hpp"
 
 namespace gradsync::collective {
 
@@ -27,17 +31,14 @@ struct ParameterServer {
     const int n = t.size(), r = t.rank();
     if (n == 1) return 0;  // the unit already is the sum and the mean
     const int server = server_of(job.ctx.unit, n);
+    detail::Wire<C> w{t, codec, ws, job};
     if (r != server) {
-      codec::EncodeContext ctx = job.ctx;
-      ctx.residual = {};
-      ctx.stream = detail::stream(r, 0);
-      const std::size_t bytes = codec.encode(job.data, ws.send, ctx);
-      t.send(server, job.tag, std::span(ws.send).first(bytes));
-      const std::size_t got = t.recv(server, job.tag, ws.recv);
-      codec.decode(std::span<const std::byte>(ws.recv).first(got), job.data);
-      return bytes;
+      const auto out = w.encode(job.data, detail::stream(r, 0));
+      t.send(server, job.tag, out);
+      w.recv_decode(server, job.data);
+      return out.size();
     }
-    Unit<C> unit(t, codec, job, ws);
+    Unit<C> unit(t, w);
     if (job.server) {
       job.server->serve(unit);
     } else {
@@ -51,24 +52,21 @@ struct ParameterServer {
   /// The serving rank's side of one unit.
   template <class C>
   struct Unit final : Served {
-    Unit(transport::Transport& t, const C& codec, Job& job, Workspace& ws)
-        : Served(t, job.tag, job.priority), t(t), codec(codec), job(job), ws(ws) {}
-    std::span<std::byte> buffer() override { return ws.recv; }
-    void add(std::size_t bytes) override { codec.decode_add(std::span<const std::byte>(ws.recv).first(bytes), job.data); }
+    Unit(transport::Transport& t, detail::Wire<C>& w)
+        : Served(t, w.job.tag, w.job.priority), t(t), w(w), in(w.recv_buffer(w.job.data.size())) {}
+    std::span<std::byte> buffer() override { return in; }
+    void add(std::size_t bytes) override { w.decode_add(in.first(bytes), w.job.data); }
     void serve() override {
       const int n = t.size(), r = t.rank();
-      detail::finish_mean(job.data, job.average, n);
-      codec::EncodeContext ctx = job.ctx;
-      ctx.stream = detail::stream(r, 1);
-      const std::size_t bytes = detail::encode_final(codec, job.data, ctx, ws);
+      detail::finish_mean(w.job.data, w.job.average, n);
+      const auto out = w.encode_final(w.job.data, detail::stream(r, 1));
       for (int dst = 0; dst < n; ++dst)
-        if (dst != r) t.send(dst, job.tag, std::span(ws.send).first(bytes));
-      sent = bytes * static_cast<std::size_t>(n - 1);
+        if (dst != r) t.send(dst, w.job.tag, out);
+      sent = out.size() * static_cast<std::size_t>(n - 1);
     }
     transport::Transport& t;
-    const C& codec;
-    Job& job;
-    Workspace& ws;
+    detail::Wire<C>& w;
+    std::span<std::byte> in;  // where pushes land
     std::size_t sent = 0;
   };
 };

@@ -1,29 +1,39 @@
 #pragma once
-/// Ring: reduce-scatter then all-gather, 2(N-1) steps, each rank sending 2(N-1)/N of the unit —
+/// Ring: reduce-scatter then all-gather around a ring, each rank sending 2(N-1)/N of the unit —
 /// bandwidth-optimal for large units.
 ///
 /// \code
 ///   gradsync::Synchronizer<..., gradsync::collective::Ring> sync{transport, layout};
 /// \endcode
 ///
-/// Reduce-scatter: at step s rank r sends chunk r-s to its right neighbour and adds chunk r-s-1
-/// from its left one (decode-add, then re-encode next step: right for codecs whose wire form is
-/// not summable). Rank r then owns chunk r+1 fully reduced, scales it for the mean and encodes it
-/// once; all-gather forwards those payloads verbatim, so every rank decodes identical bytes.
+/// The unit is cut into N chunks (at multiples of the codec's bucket, codec::grain), each chunk
+/// into K segments of about `segment_bytes` on the wire.
 ///
-/// Pipelined: every chunk travels as K segments of about `segment_bytes` on the wire, and segment j of
-/// step s leaves as soon as segment j of step s-1 has arrived — each rank's outgoing messages
-/// form one stream where message m needs only incoming message m-K. A rank keeps up to K
-/// segments queued on its link while it decodes and encodes, so codec work overlaps the
-/// transfer instead of adding to it (alpha-beta: 2(N-1)(alpha + chunk/beta) plus the compute
-/// of one segment, not plus the compute of the whole unit). Messages are at most one segment,
-/// so transports buffer at most one chunk per unit.
-/// With fp32 (codec::Identity) the chunks travel as raw floats, sent straight from the unit
-/// (Transport::send_async: no copy) and received by the all-gather straight into it.
+/// fp32 (codec::Identity): the classic ring. At step s rank r sends chunk r-s to its right
+/// neighbour and adds chunk r-s-1 from its left one; after N-1 steps rank r owns chunk r+1 fully
+/// reduced, scales it for the mean and starts the all-gather with it. The chunks travel as raw
+/// floats, sent straight from the unit (Transport::send_async: no copy) and received by the
+/// all-gather straight into it.
+///
+/// Every other codec (the lossy ones): a ring re-encoding partial sums would quantize an element N-1 times (the
+/// variance of a stochastic codec growing with N, and a biased codec's error uncorrected), so the
+/// reduce-scatter goes straight to each chunk's owner instead: rank r encodes chunk i of its own
+/// gradient and sends it to rank i, which decodes and adds the N-1 pushes to its own chunk in rank
+/// order. The owner encodes the aggregate once and the all-gather forwards those bytes around the
+/// ring verbatim, so every rank decodes identical bytes. Each rank still sends 2(N-1)/N of the
+/// unit; a lossy codec touches an element exactly twice (the study's reduce-and-broadcast does
+/// the same): once on its rank, once as part of its owner's aggregate, both with error feedback
+/// when the codec keeps a residual (collective/wire.hpp).
+///
+/// Pipelined: every message is one segment, and segment j of a step leaves as soon as segment j
+/// of the step before has arrived, so codec work overlaps the transfer instead of adding to it
+/// (alpha-beta: 2(N-1)(alpha + chunk/beta) plus the compute of one segment, not of the whole
+/// unit). Transports buffer at most one chunk per unit and peer.
 #include <algorithm>
 #include <exception>
 
 #include "concept.hpp"
+#include "partition.hpp"
 #include "wire.hpp"
 
 namespace gradsync::collective {
@@ -65,6 +75,17 @@ class SendWindow {
   std::vector<transport::Transport::SendId>& ids_;
   std::size_t size_, head_ = 0, count_ = 0;
 };
+
+/// Extra receivers of a ring's all-gather messages: ranks first .. first+count-1 of `t`, which
+/// need not be the ring's transport (Hierarchical's members, outside the leaders' ring).
+struct Tee {
+  transport::Transport* t = nullptr;
+  int first = 0, count = 0;
+};
+
+/// The chunk rank r holds at all-gather step g (0: the one it reduced itself): chunk r+1 after
+/// the classic ring's reduce-scatter, chunk r after the owners'.
+inline int gathered(bool classic, int r, int g) { return r + (classic ? 1 : 0) - g; }
 }  // namespace detail
 
 struct Ring {
@@ -77,65 +98,108 @@ struct Ring {
 
   template <codec::Codec C>
   std::size_t run(transport::Transport& t, const C& codec, Job& job, Workspace& ws) const {
-    const int n = t.size(), r = t.rank();
+    return run(t, codec, job, ws, {});
+  }
+
+  /// As run, and every all-gather message (the bytes that leave the unit identical everywhere)
+  /// also goes to the ranks of `tee`, which take them with receive_gathered (Hierarchical's
+  /// members receive what their leader's ring produced, with no further encode).
+  template <codec::Codec C>
+  std::size_t run(transport::Transport& t, const C& codec, Job& job, Workspace& ws, detail::Tee tee) const {
+    const int n = t.size();
     if (n == 1) return 0;  // the unit already is the sum and the mean
-    const std::span<float> data = job.data;
-    const std::size_t steps = 2 * static_cast<std::size_t>(n - 1);
-    // Segments per chunk, the same on every rank; message indices also key the RNG streams, which
-    // must stay below Hierarchical's phase bit.
-    const std::size_t widest = (data.size() + n - 1) / n;
-    const std::size_t wire = std::max<std::size_t>(codec.encoded_bytes(widest), 1);
-    const std::size_t k = std::clamp<std::size_t>((wire + segment_bytes - 1) / std::max<std::size_t>(segment_bytes, 1), 1,
-                                                  std::max<std::size_t>(0x7fff / steps, 1));
-    auto piece = [&](int i, std::size_t j) {
-      i = ((i % n) + n) % n;
-      const std::size_t b = data.size() * static_cast<std::size_t>(i) / n;
-      const std::size_t len = data.size() * static_cast<std::size_t>(i + 1) / n - b;
-      return data.subspan(b + len * j / k, len * (j + 1) / k - len * j / k);
-    };
-    const int right = (r + 1) % n, left = (r + n - 1) % n, last_reduce = n - 2;
-    detail::Wire<C> w{t, codec, ws, job.tag};
-    codec::EncodeContext ctx = job.ctx;
-    ctx.residual = {};
+    const detail::Partition<C> part(job.data, n, codec, segment_bytes);
+    detail::Wire<C> w{t, codec, ws, job};
+    if constexpr (detail::raw_fp32<C>) return classic(t, part, w, job, tee);
+    else return owners(t, part, w, job, tee);
+  }
+
+  /// A tee'd rank's side of run(): receives from `src` every all-gather message of the ring rank
+  /// `ring_rank` of `ring_ranks` into its place in job.data.
+  template <codec::Codec C>
+  void receive_gathered(transport::Transport& t, const C& codec, Job& job, Workspace& ws, int src, int ring_rank,
+                        int ring_ranks) const {
+    const detail::Partition<C> part(job.data, ring_ranks, codec, segment_bytes);
+    detail::Wire<C> w{t, codec, ws, job};
+    for (int g = 0; g < ring_ranks; ++g)
+      for (std::size_t j = 0; j < part.k; ++j)
+        w.recv_decode(src, part.piece(detail::gathered(detail::raw_fp32<C>, ring_rank, g), j));
+  }
+
+ private:
+  static std::size_t tee_out(const detail::Tee& tee, transport::Tag tag, std::span<const std::byte> out) {
+    for (int i = 0; i < tee.count; ++i) tee.t->send(tee.first + i, tag, out);
+    return out.size() * static_cast<std::size_t>(tee.count);
+  }
+
+  /// fp32: reduce-scatter and all-gather around the ring as one pipelined stream of messages,
+  /// where outgoing message m needs only incoming message m-K.
+  template <class C>
+  static std::size_t classic(transport::Transport& t, const detail::Partition<C>& part, detail::Wire<C>& w, Job& job,
+                             detail::Tee tee) {
+    const int n = part.n, r = t.rank(), right = (r + 1) % n, left = (r + n - 1) % n, last_reduce = n - 2;
+    const std::size_t k = part.k, total = 2 * static_cast<std::size_t>(n - 1) * k;
     std::size_t sent = 0;
     std::span<const std::byte> forward;  // all-gather: the message just received, sent on as is
-    // fp32 messages are the unit's own memory, sent without a copy, K of them in flight: at
-    // least K, since the peer takes message m only at its iteration m + K (fewer would wait on
-    // each other around the ring); fewer than nK, since the segment of message m is next written
-    // by incoming message m + (n-1)K, received at iteration m + nK.
-    detail::SendWindow window(t, ws.sends, k);
-
-    const std::size_t total = steps * k;
+    // Messages are the unit's own memory, sent without a copy, K of them in flight: at least K,
+    // since the peer takes message m only at its iteration m + K (fewer would wait on each other
+    // around the ring); fewer than NK, since the segment of message m is next written by incoming
+    // message m + (N-1)K, received at iteration m + NK.
+    detail::SendWindow window(t, w.ws.sends, k);
     for (std::size_t m = 0; m < total + k; ++m) {
       if (m >= k) {  // incoming message m-k: what this rank's message m is built from
         const int s = static_cast<int>((m - k) / k);
         const std::size_t j = (m - k) % k;
         if (s <= last_reduce) {
-          w.recv_add(left, piece(r - s - 1, j));
+          w.recv_add(left, part.piece(r - s - 1, j));
         } else {
-          const std::span<float> out = piece(r - (s - n + 1), j);
-          forward = w.recv_decode(left, out);
+          forward = w.recv_decode(left, part.piece(r - (s - n + 1), j));
+          sent += tee_out(tee, job.tag, forward);
         }
       }
       if (m >= total) continue;
       const int s = static_cast<int>(m / k);
       const std::size_t j = m % k;
       std::span<const std::byte> out;
-      ctx.stream = detail::stream(r, static_cast<int>(m));
       if (s <= last_reduce) {
-        out = w.encode(piece(r - s, j), ctx);
+        out = w.encode(part.piece(r - s, j), detail::stream(r, static_cast<int>(m)));
       } else if (s == last_reduce + 1) {  // this rank's fully reduced chunk r+1
-        const std::span<float> own = piece(r + 1, j);
+        const std::span<float> own = part.piece(r + 1, j);
         detail::finish_mean(own, job.average, n);
-        out = w.encode_final(own, ctx);
+        out = w.encode_final(own, detail::stream(r, static_cast<int>(m)));
+        sent += tee_out(tee, job.tag, out);
       } else {
         out = forward;
       }
-      if constexpr (detail::raw_fp32<C>) window.send(right, job.tag, out);
-      else t.send(right, job.tag, out);  // encoded into ws.send, reused by the next message
+      window.send(right, job.tag, out);
       sent += out.size();
     }
     window.drain();
+    return sent;
+  }
+
+  /// Any other codec: every chunk straight to its owner (partition.hpp), then the owners' encoded
+  /// aggregates around the ring.
+  template <class C>
+  static std::size_t owners(transport::Transport& t, const detail::Partition<C>& part, detail::Wire<C>& w, Job& job,
+                            detail::Tee tee) {
+    const int n = part.n, r = t.rank(), right = (r + 1) % n, left = (r + n - 1) % n;
+    int m = 0;
+    std::size_t sent = detail::push_to_owners(t, part, w, job, m);
+    for (std::size_t j = 0; j < part.k; ++j) {
+      const auto out = detail::reduce_owned(t, part, w, job, j, m);
+      t.send(right, job.tag, out);
+      sent += out.size() + tee_out(tee, job.tag, out);
+    }
+    for (int g = 1; g < n; ++g)
+      for (std::size_t j = 0; j < part.k; ++j) {
+        const auto in = w.recv_decode(left, part.piece(detail::gathered(false, r, g), j));
+        if (g < n - 1) {
+          t.send(right, job.tag, in);
+          sent += in.size();
+        }
+        sent += tee_out(tee, job.tag, in);
+      }
     return sent;
   }
 };

@@ -93,13 +93,17 @@ class Server {
     if (s.error_) std::rethrow_exception(s.error_);
   }
 
-  /// Fails the units still held and joins the thread. Idempotent.
-  void stop() {
+  /// Tells the thread to fail the units still held and end; returns at once. Any thread.
+  void request_stop() {
     {
       std::lock_guard lock(mutex_);
       stop_ = true;
     }
     cv_.notify_all();
+  }
+  /// request_stop() and joins the thread. Idempotent; from the owner's thread only.
+  void stop() {
+    request_stop();
     if (thread_.joinable()) thread_.join();
   }
 

@@ -1,8 +1,13 @@
 #pragma once
 /// The setup handshake: every rank sends rank 0 what it believes (model signature, policies,
 /// world size); rank 0 compares and sends every rank the same verdict, so a mismatch fails on all
-/// ranks with one message that names the rank that differs and in what.
+/// ranks with one message that names the rank that differs and in what. The verdict also carries
+/// a session number, the same on every rank and new for every handshake, which later control
+/// messages (a failing rank's abort) carry so that one left over from an earlier synchronizer on
+/// the same transport is never mistaken for news.
+#include <chrono>
 #include <cstring>
+#include <random>
 #include <string>
 
 #include "../transport/transport.hpp"
@@ -35,26 +40,32 @@ inline std::string compare_hello(const HandshakeInfo& root, const HandshakeInfo&
 }  // namespace detail
 
 /// Runs the handshake on `t`; throws PeerError with the same message on every rank on mismatch.
-inline void handshake(transport::Transport& t, HandshakeInfo mine) {
+/// Returns the session number.
+inline std::uint64_t handshake(transport::Transport& t, HandshakeInfo mine) {
   const int n = t.size();
-  if (n == 1) return;
   auto bytes = [](auto& v) { return std::as_writable_bytes(std::span(&v, 1)); };
-  std::string verdict;
+  struct Verdict {
+    std::uint64_t session = 0;
+    char text[1016] = {};  // empty: all agree
+  } verdict;
   if (t.rank() == 0) {
+    verdict.session = std::random_device{}() ^ static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    std::string text;
     for (int r = 1; r < n; ++r) {
       HandshakeInfo other;
       const std::size_t got = t.recv(r, transport::handshake_tag, bytes(other));
-      if (got != sizeof other) verdict = "rank " + std::to_string(r) + " sent a malformed handshake (different gradsync version?)";
-      else if (verdict.empty()) verdict = detail::compare_hello(mine, other, r);
+      if (got != sizeof other) text = "rank " + std::to_string(r) + " sent a malformed handshake (different gradsync version?)";
+      else if (text.empty()) text = detail::compare_hello(mine, other, r);
     }
-    for (int r = 1; r < n; ++r) t.send(r, transport::handshake_tag, std::as_bytes(std::span(verdict)));
+    std::strncpy(verdict.text, text.c_str(), sizeof verdict.text - 1);
+    for (int r = 1; r < n; ++r) t.send(r, transport::handshake_tag, std::as_bytes(std::span(&verdict, 1)));
   } else {
     t.send(0, transport::handshake_tag, std::as_bytes(std::span(&mine, 1)));
-    char buf[1024];
-    const std::size_t got = t.recv(0, transport::handshake_tag, std::as_writable_bytes(std::span(buf)));
-    verdict.assign(buf, got);
+    if (t.recv(0, transport::handshake_tag, bytes(verdict)) != sizeof verdict)
+      throw PeerError("gradsync: ranks disagree: rank 0 sent a malformed handshake verdict (different gradsync version?)");
   }
-  if (!verdict.empty()) throw PeerError("gradsync: ranks disagree: " + verdict);
+  if (verdict.text[0] != 0) throw PeerError("gradsync: ranks disagree: " + std::string(verdict.text));
+  return verdict.session;
 }
 
 }  // namespace gradsync

@@ -241,10 +241,7 @@ std::size_t encode(const C& c, std::span<const float> in, std::span<std::byte> o
   } else {
     const EncodePlan plan = plan_encode(c, n, out.size(), ctx.residual.size());
     write_header(out.data(), plan.header, s);
-    if (!plan.bypass) encode_payload(c, in, payload, ctx, s);
-    else if (!plan.feedback)
-      check(cudaMemcpyAsync(payload, in.data(), in.size_bytes(), cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync");
-    else for_each_index(policy(s), n, FeedbackCopyKernel{in.data(), ctx.residual.data(), payload});
+    encode_payload(c, in, payload, ctx, s);
     check(cudaGetLastError(), "codec kernel launch");
     return plan.bytes;
   }
@@ -258,8 +255,6 @@ void decode(const C& c, std::span<const std::byte> wire, std::span<float> out, c
     decode_fp32<Add>(wire, out, s);
   } else if constexpr (requires { c.inner; }) {
     decode<Add>(c.inner, wire, out, s);
-  } else if (bypassed(c, out.size())) {
-    decode_fp32<Add>(wire, out, s);
   } else {
     const std::string name(c.name());
     check_framed(c, read_header(wire, name.c_str(), s), wire.size(), out.size());

@@ -132,24 +132,30 @@ class Mpi final : public Transport {
     return slot + 1;
   }
   void wait_sent(SendId id) override {
-    if (id == 0) return;
-    AsyncSend a;
-    {
-      std::lock_guard lock(mutex_);
-      a = async_.at(id - 1);
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    gradsync::detail::Backoff backoff;
+    while (!test_sent(id)) {
+      if (std::chrono::steady_clock::now() >= deadline) {
+        const AsyncSend a = abandon_async(id);
+        throw PeerError("gradsync: " + describe() + " waited " + std::to_string(timeout_.count()) + " ms for rank " +
+                        std::to_string(a.dst) + " to take a message (tag " + std::to_string(a.tag) +
+                        "): that rank died, stopped calling gradient_ready, or is too slow");
+      }
+      backoff.pause();
     }
+  }
+  bool test_sent(SendId id) override {
+    if (id == 0) return true;
+    std::unique_lock lock(mutex_);
+    AsyncSend& a = async_.at(id - 1);
+    int done = 0;
     MPI_Status st;
-    const bool done = wait_until(a.request, st, std::chrono::steady_clock::now() + timeout_);
-    if (!done) abandon(a.request);
-    {
-      std::lock_guard lock(mutex_);
-      free_async_.push_back(id - 1);
-    }
-    if (!done)
-      throw PeerError("gradsync: " + describe() + " waited " + std::to_string(timeout_.count()) + " ms for rank " +
-                      std::to_string(a.dst) + " to take a message (tag " + std::to_string(a.tag) +
-                      "): that rank died, stopped calling gradient_ready, or is too slow");
-    check(st.MPI_ERROR, "MPI_Isend");
+    const int rc = MPI_Test(&a.request, &done, &st);
+    if (rc == MPI_SUCCESS && !done) return false;
+    free_async_.push_back(id - 1);
+    lock.unlock();
+    check(rc, "MPI_Isend");
+    return true;
   }
 
   /// Polls try_recv until a message comes or `wait` passes: a receive is only posted for a
@@ -305,6 +311,14 @@ class Mpi final : public Transport {
                       " bytes (ranks disagree on layout, slicing or codec)");
     throw PeerError("gradsync: " + describe() + ": communication with rank " + std::to_string(peer) +
                     " failed: " + detail::mpi_error(st.MPI_ERROR));
+  }
+  /// Gives up on send_async `id` (its slot is freed); returns what it was.
+  AsyncSend abandon_async(SendId id) {
+    std::lock_guard lock(mutex_);
+    AsyncSend a = async_.at(id - 1);
+    abandon(async_[id - 1].request);
+    free_async_.push_back(id - 1);
+    return a;
   }
   /// Gives up on a request after a failure: cancel if possible, never wait.
   static void abandon(MPI_Request& req) {

@@ -101,6 +101,7 @@ class Nccl final : public Transport {
     return host_.send_async(dst, tag, data);
   }
   void wait_sent(SendId id) override { host_.wait_sent(id); }
+  bool test_sent(SendId id) override { return host_.test_sent(id); }
   std::optional<std::size_t> recv_for(int src, Tag tag, std::span<std::byte> out, std::chrono::milliseconds wait) override {
     return host_.recv_for(src, tag, out, wait);
   }

@@ -118,6 +118,8 @@ class Throttled final : public Transport {
     return inner_.send_async(dst, tag, data);
   }
   void wait_sent(SendId id) override { inner_.wait_sent(id); }
+  bool test_sent(SendId id) override { return inner_.test_sent(id); }
+  Transport* wrapped() override { return &inner_; }
 
   std::optional<std::size_t> recv_for(int src, Tag tag, std::span<std::byte> out,
                                       std::chrono::milliseconds wait) override {

@@ -19,6 +19,7 @@ using Tag = std::uint32_t;
 inline constexpr Tag reserved_tags = 0x7fff0000u;
 inline constexpr Tag handshake_tag = reserved_tags + 1;
 inline constexpr Tag schedule_tag = reserved_tags + 2;
+inline constexpr Tag abort_tag = reserved_tags + 3;  ///< a failing rank's message to every peer
 
 class Transport {
  public:
@@ -49,6 +50,13 @@ class Transport {
   }
   /// Blocks until send `id` no longer reads its bytes; a PeerError after timeout().
   virtual void wait_sent(SendId id) { (void)id; }
+  /// True once send `id` no longer reads its bytes (then the id is spent); never waits, so a
+  /// caller can give up on a peer that failed. Transports whose send_async really is
+  /// asynchronous override it; this default waits (correct, but not interruptible).
+  virtual bool test_sent(SendId id) {
+    wait_sent(id);
+    return true;
+  }
   /// Receives the next message from `src` with `tag` into `out`, waiting at most `wait`.
   /// Returns its size, or nothing if none arrived in time. A message longer than `out` throws
   /// WireError (it is consumed, never written out of bounds).
@@ -81,6 +89,18 @@ class Transport {
     send(dst, tag, data);
     return recv(src, tag, out);
   }
+
+  /// The transport of concrete type T behind this one: itself, or what a decorator (Throttled,
+  /// transport::Cancellable, a user's wrapper) wraps; null if there is none. Collectives that
+  /// hand units to a vendor library (MPI's or NCCL's own all-reduce) find their transport so.
+  template <class T>
+  T* native() {
+    if (auto* self = dynamic_cast<T*>(this)) return self;
+    Transport* inner = wrapped();
+    return inner ? inner->native<T>() : nullptr;
+  }
+  /// Decorators return the transport they wrap (see native()); others nothing.
+  virtual Transport* wrapped() { return nullptr; }
 
  protected:
   void check_peer(int peer) const {

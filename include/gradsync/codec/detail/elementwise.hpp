@@ -36,16 +36,4 @@ struct AddWireKernel {
   GRADSYNC_HD void operator()(std::size_t i) const { acc[i] += load<float>(payload + 4 * i); }
 };
 
-/// An fp32 payload of in + residual, the residual emptied (a bypassed unit with error feedback
-/// is sent exactly).
-struct FeedbackCopyKernel {
-  const float* in;
-  float* residual;
-  std::byte* payload;
-  GRADSYNC_HD void operator()(std::size_t i) const {
-    store(payload + 4 * i, in[i] + residual[i]);
-    residual[i] = 0.0f;
-  }
-};
-
 }  // namespace gradsync::codec::detail

@@ -1,9 +1,8 @@
 #pragma once
-/// The frame every non-identity codec shares: size checks, the small-unit bypass, the wire
-/// header on encode and its validation on decode. A codec supplies the payload only:
+/// The frame every non-identity codec shares: size checks, the wire header on encode and its
+/// validation on decode. A codec supplies the payload only:
 ///
 ///   static constexpr std::uint8_t id;  std::string_view name() const;  bool needs_residual() const;
-///   std::uint32_t bypass_below;                        // units with fewer elements go as fp32
 ///   std::uint32_t wire_bucket(std::size_t n) const;    // header's bucket field, checked on decode
 ///   std::size_t payload_bytes(std::size_t n) const;    // exact payload size for n elements
 ///   void encode_payload(std::span<const float> in, std::byte* payload, const EncodeContext&) const;
@@ -21,7 +20,6 @@
 #include <string_view>
 
 #include "../bypass.hpp"
-#include "../identity.hpp"
 #include "../wire.hpp"
 #include "elementwise.hpp"
 
@@ -43,20 +41,13 @@ std::size_t bucketed_bytes(std::size_t n, std::size_t bucket, Record record) {
 }
 
 template <class C>
-bool bypassed(const C& c, std::size_t n) {
-  return n < c.bypass_below;
-}
-
-template <class C>
 std::size_t framed_bytes(const C& c, std::size_t n) {
-  return bypassed(c, n) ? Identity{}.encoded_bytes(n) : header_bytes + c.payload_bytes(n);
+  return header_bytes + c.payload_bytes(n);
 }
 
 /// What an encode of n elements into `out_bytes` will do, after the checks every backend makes.
 struct EncodePlan {
   std::size_t bytes;  ///< wire size
-  bool bypass;        ///< the unit goes as fp32
-  bool feedback;      ///< a residual takes part
   WireHeader header;
 };
 
@@ -69,17 +60,12 @@ EncodePlan plan_encode(const C& c, std::size_t n, std::size_t out_bytes, std::si
   if (out_bytes < bytes)
     throw UsageError("gradsync: " + name + " encode needs an output of encoded_bytes(n) = " +
                      std::to_string(bytes) + " bytes, got " + std::to_string(out_bytes));
-  const bool feedback = c.needs_residual() && residual_size != 0;
-  if (feedback && residual_size != n)
+  if (c.needs_residual() && residual_size != 0 && residual_size != n)
     throw UsageError("gradsync: " + name + " residual has " + std::to_string(residual_size) +
                      " elements, the unit " + std::to_string(n) + "; keep one residual per unit");
-  const bool bypass = bypassed(c, n);
   const auto elements = static_cast<std::uint32_t>(n), payload = static_cast<std::uint32_t>(bytes - header_bytes);
-  // Not a ?: of two designated initializers: that crashes nvcc 13.0's device front end (cicc).
-  WireHeader h{.codec = C::id, .elements = elements, .payload_bytes = payload};
-  if (bypass) h.codec = Identity::id;
-  else h.bucket = c.wire_bucket(n);
-  return {bytes, bypass, feedback, h};
+  const WireHeader h{.codec = C::id, .elements = elements, .bucket = c.wire_bucket(n), .payload_bytes = payload};
+  return {bytes, h};
 }
 
 template <class C>
@@ -88,15 +74,11 @@ std::size_t encode_framed(const C& c, std::span<const float> in, std::span<std::
   const std::size_t n = in.size();
   const EncodePlan plan = plan_encode(c, n, out.size(), ctx.residual.size());
   write_header(out, plan.header);
-  std::byte* payload = out.data() + header_bytes;
-  if (!plan.bypass) c.encode_payload(in, payload, ctx);
-  else if (!plan.feedback) { if (n != 0) std::memcpy(payload, in.data(), in.size_bytes()); }  // data() may be null
-  else for_each_index(thrust::host, n, FeedbackCopyKernel{in.data(), ctx.residual.data(), payload});
+  c.encode_payload(in, out.data() + header_bytes, ctx);
   return plan.bytes;
 }
 
-/// Checks a framed wire form of `wire_bytes` with header `h` for a unit of n elements that is
-/// not bypassed; afterwards decode_payload may read payload_bytes(n) bytes.
+/// Checks a framed wire form of `wire_bytes` with header `h` for a unit of n elements; afterwards decode_payload may read payload_bytes(n) bytes.
 template <class C>
 void check_framed(const C& c, const WireHeader& h, std::size_t wire_bytes, std::size_t n) {
   const std::string name(c.name());
@@ -110,11 +92,6 @@ void check_framed(const C& c, const WireHeader& h, std::size_t wire_bytes, std::
 template <bool Add, class C>
 void decode_framed(const C& c, std::span<const std::byte> wire, std::span<float> out) {
   const std::size_t n = out.size();
-  if (bypassed(c, n)) {
-    if constexpr (Add) Identity{}.decode_add(wire, out);
-    else Identity{}.decode(wire, out);
-    return;
-  }
   const std::string name(c.name());
   check_framed(c, read_header(wire, C::id, n, name.c_str(), c.wire_bucket(n)), wire.size(), n);
   c.template decode_payload<Add>(wire.data() + header_bytes, out);

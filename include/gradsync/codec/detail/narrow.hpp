@@ -104,7 +104,8 @@ struct NarrowDecodeKernel {
 template <class Format>
 struct Narrow {
   static constexpr std::uint8_t id = Format::id;
-  /// Units with fewer elements go as fp32; 0 = convert everything (ImageNet-in-4-minutes does).
+  /// Tensors with fewer elements go as fp32 (codec/bypass.hpp); 0 = convert everything, as
+  /// ImageNet-in-4-minutes does.
   std::uint32_t bypass_below = 0;
 
   constexpr std::string_view name() const { return Format::name; }

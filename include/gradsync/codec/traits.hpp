@@ -1,0 +1,36 @@
+#pragma once
+/// What collectives and the Synchronizer ask of any codec besides the Codec concept, answered
+/// for runtime codecs (AnyCodec) and wrappers (ErrorFeedback) too.
+///
+/// \code
+///   gradsync::codec::grain(gradsync::codec::Qsgd<8>{});          // 512: cut units at multiples of it
+///   gradsync::codec::bypass_below(gradsync::codec::OneBit{});    // bypass_auto (codec/bypass.hpp)
+/// \endcode
+#include <cstddef>
+#include <cstdint>
+#include <variant>
+
+namespace gradsync::codec {
+
+/// Elements that share one scale (QSGD's and 1-bit's bucket); 1 for element-wise codecs. A
+/// collective that cuts a unit into pieces cuts at multiples of it, so every piece is bucketed as
+/// the whole unit would be (no short buckets in the middle, one scale per bucket of the unit).
+template <class C>
+std::size_t grain(const C& c) {
+  if constexpr (requires { c.variant(); }) return std::visit([](const auto& x) { return grain(x); }, c.variant());
+  else if constexpr (requires { c.inner; }) return grain(c.inner);
+  else if constexpr (requires { c.bucket; }) return c.bucket > 0 ? c.bucket : 1;
+  else return 1;
+}
+
+/// A codec's `bypass_below` knob: tensors with fewer elements go as fp32 (codec/bypass.hpp).
+/// 0 for codecs without one (lossless ones: there is nothing to bypass).
+template <class C>
+std::uint32_t bypass_below(const C& c) {
+  if constexpr (requires { c.variant(); }) return std::visit([](const auto& x) { return bypass_below(x); }, c.variant());
+  else if constexpr (requires { c.inner; }) return bypass_below(c.inner);
+  else if constexpr (requires { c.bypass_below; }) return c.bypass_below;
+  else return 0;
+}
+
+}  // namespace gradsync::codec

@@ -1,0 +1,127 @@
+#pragma once
+/// Cancellable: a decorator that gives every wait on another transport one timeout and a way out.
+/// The Synchronizer talks to its peers through one, so that
+///  - `Options::timeout` is the only timeout that applies (the wrapped transport's own is not
+///    reached: waits are cut into short slices), and a silent peer's PeerError names it;
+///  - cancel() ends every wait in progress and to come at once (within a slice) with the reason
+///    given, so a rank that failed, or that learned a peer failed, stops its threads at once
+///    instead of waiting a timeout in each.
+///
+/// \code
+///   gradsync::transport::Cancellable c(mpi, std::chrono::seconds(30));
+///   c.recv(1, tag, buffer);                 // PeerError after 30 s, whatever mpi.timeout() says
+///   c.cancel(std::make_exception_ptr(gradsync::PeerError("rank 1 failed")));  // from any thread
+/// \endcode
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "../detail/backoff.hpp"
+#include "transport.hpp"
+
+namespace gradsync::transport {
+
+class Cancellable final : public Transport {
+ public:
+  /// How long one slice of a wait lasts: the delay between cancel() and a waiter noticing it.
+  static constexpr std::chrono::milliseconds slice{20};
+
+  Cancellable(Transport& inner, std::chrono::milliseconds timeout) : inner_(inner), timeout_(timeout) {
+    if (timeout.count() <= 0) throw UsageError("gradsync: the timeout must be positive (Options::timeout)");
+  }
+
+  /// Ends every wait in progress and to come by rethrowing `why`. Idempotent: the first reason stays.
+  void cancel(std::exception_ptr why) {
+    std::lock_guard lock(mutex_);
+    if (why_) return;
+    why_ = std::move(why);
+    cancelled_.store(true);
+  }
+  bool cancelled() const { return cancelled_.load(); }
+
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  std::string describe() const override { return inner_.describe(); }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+  bool device_memory(const void* p) const override { return inner_.device_memory(p); }
+  Transport* wrapped() override { return &inner_; }
+
+  void send(int dst, Tag tag, std::span<const std::byte> data) override {
+    throw_if_cancelled();
+    inner_.send(dst, tag, data);
+  }
+  SendId send_async(int dst, Tag tag, std::span<const std::byte> data) override {
+    throw_if_cancelled();
+    const SendId id = inner_.send_async(dst, tag, data);
+    if (id == 0) return id;  // done already (a transport that copies)
+    std::lock_guard lock(mutex_);
+    in_flight_.push_back({id, dst, tag});
+    return id;
+  }
+  void wait_sent(SendId id) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    gradsync::detail::Backoff backoff;
+    while (!inner_.test_sent(id)) {
+      throw_if_cancelled();
+      if (std::chrono::steady_clock::now() >= deadline) {
+        const Sent s = forget(id);
+        throw PeerError("gradsync: " + describe() + " waited " + std::to_string(timeout_.count()) + " ms for rank " +
+                        std::to_string(s.dst) + " to take a message (tag " + std::to_string(s.tag) +
+                        "): that rank died, stopped calling gradient_ready, or is too slow; raise Options::timeout "
+                        "if it is only slow");
+      }
+      backoff.pause();
+    }
+    forget(id);
+  }
+  bool test_sent(SendId id) override { return inner_.test_sent(id); }
+  std::optional<std::size_t> recv_for(int src, Tag tag, std::span<std::byte> out,
+                                      std::chrono::milliseconds wait) override {
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    for (;;) {
+      throw_if_cancelled();
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (auto n = inner_.recv_for(src, tag, out, std::clamp(left, std::chrono::milliseconds(0), slice))) return n;
+      if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    }
+  }
+  std::optional<std::size_t> try_recv(int src, Tag tag, std::span<std::byte> out) override {
+    throw_if_cancelled();
+    return inner_.try_recv(src, tag, out);
+  }
+
+ private:
+  struct Sent {
+    SendId id;
+    int dst;
+    Tag tag;
+  };
+  /// Drops send `id` from in_flight_ and returns what it was (for the error naming its peer).
+  Sent forget(SendId id) {
+    std::lock_guard lock(mutex_);
+    const auto it = std::ranges::find(in_flight_, id, &Sent::id);
+    if (it == in_flight_.end()) return {id, -1, 0};
+    const Sent s = *it;
+    *it = in_flight_.back();
+    in_flight_.pop_back();
+    return s;
+  }
+  void throw_if_cancelled() const {
+    if (!cancelled_.load()) return;
+    std::lock_guard lock(mutex_);
+    std::rethrow_exception(why_);
+  }
+
+  Transport& inner_;
+  std::chrono::milliseconds timeout_;
+  mutable std::mutex mutex_;  // guards why_ and in_flight_
+  std::exception_ptr why_;
+  std::vector<Sent> in_flight_;  // send_async's sends not yet waited for (a few: the ring's window)
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace gradsync::transport
