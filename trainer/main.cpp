@@ -89,7 +89,10 @@ nlohmann::json metrics_json(const TrainConfig& c, const Policies& pol, const Tra
           {"sync",
            {{"rank0_exposed_wait_seconds", r.sync_wait_seconds}, {"rank0_bytes_sent", st.bytes_sent},
             {"rank0_units", st.units}, {"rank0_queued_seconds", st.queued_seconds},
-            {"rank0_wire_seconds", st.wire_seconds}}}};
+            {"rank0_wire_seconds", st.wire_seconds}, {"rank0_elements", st.elements},
+            {"rank0_elements_compressed", st.elements_compressed}, {"rank0_bytes_compressed", st.bytes_compressed},
+            {"compressed_parameter_share", st.compressed_share()},
+            {"compressed_byte_share", st.compressed_bytes_share()}}}};
 }
 
 }  // namespace
@@ -248,9 +251,10 @@ int main(int argc, char** argv) {
     if (c.precision == "mixed")
       std::printf("mixed precision: %llu step(s) skipped for overflow, final loss scale %g\n",
                   static_cast<unsigned long long>(r.skipped_steps), double(r.loss_scale));
-    if (c.ranks > 1)
-      std::printf("rank 0: %.2f s blocked in wait_for, %.1f MB sent\n", r.sync_wait_seconds,
-                  double(rank0_stats.bytes_sent) / 1e6);
+    if ((c.ranks > 1 || c.world > 1) && pol.sync == "library")
+      std::printf("rank 0: %.2f s blocked in wait_for, %.1f MB sent; %s compressed %.1f%% of parameters, %.1f%% of bytes\n",
+                  r.sync_wait_seconds, double(rank0_stats.bytes_sent) / 1e6, pol.codec.c_str(),
+                  100 * rank0_stats.compressed_share(), 100 * rank0_stats.compressed_bytes_share());
     if (!metrics.empty()) {
       std::ofstream out(metrics);
       out << metrics_json(c, pol, r, rank0_stats).dump(2) << "\n";

@@ -202,6 +202,16 @@ Datasets load_data(const TrainConfig& cfg) {
   throw std::invalid_argument("unknown dataset '" + cfg.dataset + "' (valid: fashion-mnist, synthetic)");
 }
 
+std::string what(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
 std::string clock_text(double s) {
   char buf[32];
   const long t = long(s + 0.5);
@@ -271,9 +281,10 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
 
   auto run_rank = [&](std::size_t local) {
     const std::size_t r = cfg.first_rank + local;  // global rank
+    std::unique_ptr<Rank> rank_holder;  // outlives the try: a failing rank tells its peers first
     try {
       backend::set_threads(threads_per_rank);
-      Rank rank(cfg, r, make_sync);
+      Rank& rank = *(rank_holder = std::make_unique<Rank>(cfg, r, make_sync));
       std::size_t start = 0;
       if (!cfg.resume.empty()) {
         start = load_checkpoint(cfg.resume, cfg, rank.model(), rank.optimizer(), rank.sync(), r, rank.scaler());
@@ -362,6 +373,7 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
         std::lock_guard lock(error_mutex);
         if (!error) error = std::current_exception();
       }
+      if (rank_holder) rank_holder->sync().abort(what(std::current_exception()));
       if (group) group->abort();
     }
   };

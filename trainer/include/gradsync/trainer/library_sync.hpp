@@ -26,6 +26,7 @@ class LibrarySync final : public GradientSync {
     sync_.restore(std::int64_t(iteration), saved);
   }
   std::string describe() const override { return sync_.describe(); }
+  void abort(const std::string& reason) override { sync_.abort(reason); }
 
   static ModelLayout layout(const Model& model) {
     std::vector<LayerSpec> specs;

@@ -36,6 +36,9 @@ struct GradientSync {
     if (!saved.empty()) throw std::invalid_argument("this synchronizer keeps no state to restore");
   }
   virtual std::string describe() const { return "exact all-reduce"; }
+  /// This rank cannot go on (`reason`): tell the other ranks, so none waits for it. Called before
+  /// the synchronizer is destroyed by the failure.
+  virtual void abort(const std::string& reason) { (void)reason; }
 };
 
 /// One rank: the local gradient is already the mean.
