@@ -98,6 +98,7 @@ class Synchronizer {
       }
     }
     stop_threads();
+    t_.cancel(std::make_exception_ptr(UsageError("gradsync: the synchronizer was destroyed")));  // ends polls now
     server_.stop();
     for (auto& th : threads_) th.join();
   }
@@ -441,7 +442,7 @@ class Synchronizer {
     try {
       body();
     } catch (...) {
-      fail(std::current_exception(), true);
+      if (!stopping()) fail(std::current_exception(), true);  // else: the shutdown's own cancellation
     }
   }
   /// Records the first error, tells the peers when it is this rank's own (`tell`: not one a peer
