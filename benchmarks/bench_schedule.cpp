@@ -55,7 +55,7 @@ static void BM_SynchronizerPerUnit(benchmark::State& state) {
   gs::ModelLayout layout(specs);
   gs::transport::InProcessGroup group(1);
   gs::Synchronizer<gs::slicing::FixedSlices, gs::priority::ForwardOrder, gs::codec::Identity, gs::collective::Ring>
-      sync(group.rank(0), layout, {}, gs::slicing::FixedSlices{.max_elements = 1});
+      sync(group.rank(0), layout, {}, {.slicing = {.max_elements = 1}});
   std::vector<std::vector<float>> grads(100, std::vector<float>(units / 100, 1.0f));
   for (auto _ : state) {
     for (std::size_t l = 100; l-- > 0;) sync.gradient_ready(l, grads[l]);

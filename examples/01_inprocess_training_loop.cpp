@@ -38,7 +38,7 @@ int main() {
 
   auto rank_main = [&](int rank) {
     gs::Synchronizer<gs::slicing::FixedSlices, gs::priority::ForwardOrder, gs::codec::Identity, gs::collective::Ring>
-        sync{group.rank(rank), layout, {}, gs::slicing::FixedSlices{.max_elements = 512}};
+        sync{group.rank(rank), layout, {}, {.slicing = {.max_elements = 512}}};
     Mlp m = init;
     for (int i = 0; i < 4; ++i) m.g[i] = Matrix::Zero(m.params()[i].rows(), m.params()[i].cols());
     auto step = [&](int layer) {          // wait for the aggregate, then SGD on that layer

@@ -39,7 +39,7 @@ template <class Codec, class K>
 std::vector<Aggregates> run_with(K collective, int ranks, Codec codec = {}) {
   using Sync = Synchronizer<slicing::FixedSlices, priority::ForwardOrder, Codec, K>;
   return testing::run_ranks<Aggregates>(ranks, [&](int r, transport::Transport& t) {
-    Sync sync(t, testing::uneven_layout(), {}, slicing::FixedSlices{.max_elements = 1000}, {}, codec, collective);
+    Sync sync(t, testing::uneven_layout(), {}, {.slicing = {.max_elements = 1000}, .codec = codec, .collective = collective});
     return testing::train_with(sync, r);
   });
 }
@@ -91,7 +91,7 @@ TEST_CASE("the ring's copy-free fp32 sends never let a segment change while it i
         auto k = collective::AnyCollective::parse(collective);
         if (auto* ring = std::get_if<collective::Ring>(&k.policy)) ring->segment_bytes = segment_bytes;
         Sync sync(group.rank(r), testing::uneven_layout(), Options{.inflight_units = 3},
-                  slicing::FixedSlices{.max_elements = 1000}, {}, {}, k);
+                  {.slicing = {.max_elements = 1000}, .collective = k});
         got[r] = testing::train_with(sync, r);
       });
   }

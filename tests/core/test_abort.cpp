@@ -68,8 +68,8 @@ TEST_CASE("an error on one rank's thread stops every rank at once with that rank
       [&](int r, transport::Transport& t) {
         Failing mine = codec;
         mine.armed = r == failing;
-        Sync sync(t, kLayout, Options{.timeout = 60s}, slicing::FixedSlices{.max_elements = 5000}, {}, mine,
-                  collective::AnyCollective::parse(collective));
+        Sync sync(t, kLayout, Options{.timeout = 60s},
+                  {.slicing = {.max_elements = 5000}, .codec = mine, .collective = collective::AnyCollective::parse(collective)});
         return train_until_failure(sync, r);
       },
       60s);

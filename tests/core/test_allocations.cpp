@@ -28,7 +28,7 @@ TEST_CASE("steady-state iterations do not allocate") {
   std::barrier sync_point(2);
   testing::run_ranks<int>(2, [&](int r, transport::Transport& t) {
     Synchronizer<slicing::FixedSlices, priority::ForwardOrder, codec::Identity, collective::Ring> sync(
-        t, layout, {}, slicing::FixedSlices{.max_elements = 1000});
+        t, layout, {}, {.slicing = {.max_elements = 1000}});
     std::vector<std::vector<float>> g(layout.num_layers());
     for (std::size_t l = 0; l < g.size(); ++l) g[l].assign(layout.layer(l).elements, 1.0f + r);
     auto iteration = [&] {

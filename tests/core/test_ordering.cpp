@@ -4,7 +4,10 @@
 // units whose pushes are all in.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -33,6 +36,10 @@ class GatedTransport final : public testing::Forwarding {
   std::vector<transport::Tag> wire_order() const {
     std::lock_guard lock(mutex_);
     return order_;
+  }
+  void forget_order() {
+    std::lock_guard lock(mutex_);
+    order_.clear();
   }
 
   void send(int dst, transport::Tag tag, std::span<const std::byte> data) override {
@@ -63,7 +70,7 @@ template <class Priority>
 std::vector<std::uint32_t> wire_layers_after_burst() {
   const auto layers = testing::run_ranks<std::vector<std::uint32_t>>(2, [](int r, transport::Transport& t) {
     GatedTransport gated(t);
-    Sync<Priority> sync(gated, kLayout, Options{.inflight_units = 1}, slicing::FixedSlices{.max_elements = 1000});
+    Sync<Priority> sync(gated, kLayout, Options{.inflight_units = 1}, {.slicing = {.max_elements = 1000}});
     if (r == 0) gated.hold([](transport::Tag) { return true; });  // after the handshake
     std::vector<std::vector<float>> g(kLayout.num_layers(), std::vector<float>(3000, 1.0f));
     for (std::size_t l = g.size(); l-- > 0;) sync.gradient_ready(l, g[l]);
@@ -96,11 +103,64 @@ TEST_CASE("Fifo sends in the order backpropagation made units ready") {
   REQUIRE(std::is_sorted(layers.begin(), layers.end(), std::greater<>()));
 }
 
+namespace {
+/// A priority that depends on the data (as DGT's does): a unit whose last aggregate had the larger
+/// mean magnitude goes first; units not observed yet go last.
+struct LargestFirst {
+  std::shared_ptr<std::vector<float>> magnitude = std::make_shared<std::vector<float>>(64, 0.0f);
+  std::size_t levels(const ModelLayout&) const { return 8; }
+  std::uint32_t key(const Unit&) const { return 7; }
+  std::uint32_t key(std::uint32_t index, const Unit&) const {
+    return static_cast<std::uint32_t>(std::clamp(8.0f - (*magnitude)[index], 0.0f, 7.0f));
+  }
+  void observe(std::uint32_t index, const Unit&, std::span<const float> aggregate) {
+    float sum = 0;
+    for (float x : aggregate) sum += std::abs(x);
+    (*magnitude)[index] = sum / static_cast<float>(aggregate.size());
+  }
+  std::string_view name() const { return "largest-first"; }
+};
+static_assert(priority::ObservingPriority<LargestFirst>);
+}  // namespace
+
+TEST_CASE("a data-dependent priority re-keys units from the aggregates of the iteration before") {
+  const float magnitude[] = {3, 6, 1, 5, 2, 4};  // layer l's gradient: largest first is 1, 3, 5, 0, 4, 2
+  const auto layers = testing::run_ranks<std::vector<std::uint32_t>>(2, [&](int r, transport::Transport& t) {
+    GatedTransport gated(t);
+    Sync<LargestFirst> sync(gated, kLayout, Options{.inflight_units = 1}, {.slicing = {.max_elements = 1000}});
+    std::vector<std::vector<float>> g(kLayout.num_layers());
+    for (int it = 0; it < 2; ++it) {
+      if (it == 1 && r == 0) {
+        gated.forget_order();
+        gated.hold([](transport::Tag) { return true; });
+      }
+      for (std::size_t l = g.size(); l-- > 0;) {
+        g[l].assign(3000, magnitude[l]);
+        sync.gradient_ready(l, g[l]);
+      }
+      sync.finish_iteration();
+      gated.hold([](transport::Tag) { return false; });
+      sync.wait_all();
+    }
+    std::vector<std::uint32_t> out;
+    for (transport::Tag u : gated.wire_order()) out.push_back(sync.units()[u].first_layer());
+    return out;
+  });
+  CAPTURE(layers[0]);
+  REQUIRE(layers[0].size() == 18);
+  const std::vector<std::uint32_t> expected{1, 1, 1, 3, 3, 3, 5, 5, 5, 0, 0, 0, 4, 4, 4, 2, 2, 2};
+  // The first unit may leave before the burst is complete; everything after it goes by magnitude.
+  std::vector<std::uint32_t> want = expected;
+  const std::size_t first = layers[0][0] == 1 ? 0 : 1;
+  if (first) want.erase(std::ranges::find(want, layers[0][0]));
+  REQUIRE(std::vector<std::uint32_t>(layers[0].begin() + first, layers[0].end()) == want);
+}
+
 TEST_CASE("wait_for(0) returns while later layers are still in flight") {
   const auto seen = testing::run_ranks<int>(2, [](int r, transport::Transport& t) {
     GatedTransport gated(t);
     Sync<priority::ForwardOrder> sync(gated, kLayout, Options{.inflight_units = 2},
-                                      slicing::FixedSlices{.max_elements = 1000});
+                                      {.slicing = {.max_elements = 1000}});
     if (r == 0) gated.hold([](transport::Tag) { return true; });  // after the handshake
     std::vector<std::vector<float>> g(kLayout.num_layers(), std::vector<float>(3000, 1.0f));
     for (std::size_t l = g.size(); l-- > 0;) sync.gradient_ready(l, g[l]);

@@ -40,7 +40,7 @@ TEST_CASE("statistics count units, bytes and iterations") {
   const ModelLayout layout{{"a", 1000}, {"b", 10}};
   const auto stats = testing::run_ranks<Statistics>(2, [&](int, transport::Transport& t) {
     Synchronizer<slicing::FixedSlices, priority::ForwardOrder, codec::Identity, collective::ParameterServer> sync(
-        t, layout, {}, slicing::FixedSlices{.max_elements = 500});
+        t, layout, {}, {.slicing = {.max_elements = 500}});
     std::vector<float> a(1000, 1.0f), b(10, 2.0f);
     sync.gradient_ready(1, b);
     sync.gradient_ready(0, a);

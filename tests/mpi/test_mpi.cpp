@@ -115,7 +115,7 @@ TEST_CASE("a lossy non-summable codec over MPI: within its bound, identical on e
   transport::Mpi t(MPI_COMM_WORLD, 20s);
   auto check = [&](auto collective) {
     using Sync = Synchronizer<slicing::FixedSlices, priority::ForwardOrder, testing::RoundBf16, decltype(collective)>;
-    Sync sync(t, testing::uneven_layout(), {}, slicing::FixedSlices{.max_elements = 1000}, {}, {}, collective);
+    Sync sync(t, testing::uneven_layout(), {}, {.slicing = {.max_elements = 1000}, .collective = collective});
     const auto got = testing::train_with(sync, t.rank());
     testing::require_reference(got, n, true, (n + 3) * testing::RoundBf16::max_relative_error);
     CHECK(same_on_every_rank(got));
@@ -178,8 +178,22 @@ TEST_CASE("collective 'mpi' refuses lossy codecs and other transports with a cle
   collective::Job job{data, 1};
   collective::Workspace ws;
   CHECK_THROWS_WITH(collective::MpiNative{}.run(t, testing::RoundBf16{}, job, ws),
-                    Catch::Contains("only with lossless summable codecs"));
+                    Catch::Contains("needs a lossless codec (fp32), not 'test-bf16'"));
+  // chosen from strings: refused when the synchronizer is built, on every rank, before any traffic
+  CHECK_THROWS_WITH(AnySynchronizer(t, testing::uneven_layout(), {"fixed:1000", "forward", "qsgd8", "mpi"}),
+                    Catch::Contains("collective 'mpi'") && Catch::Contains("not 'qsgd8'"));
   transport::InProcessGroup group(1);
   CHECK_THROWS_WITH(collective::MpiNative{}.run(group.rank(0), codec::Identity{}, job, ws),
                     Catch::Contains("needs transport::Mpi"));
+}
+
+TEST_CASE("collective 'mpi' finds the MPI transport behind a decorator") {
+  transport::Mpi mpi(MPI_COMM_WORLD, 20s);
+  transport::Throttled<> throttled(mpi, transport::Link::parse("10gbit"));
+  std::vector<float> data(1000, static_cast<float>(mpi.rank() + 1));
+  collective::Job job{data, 1, {}, false};
+  collective::Workspace ws;
+  collective::MpiNative{}.run(throttled, codec::Identity{}, job, ws);
+  const float n = static_cast<float>(mpi.size());
+  CHECK(std::ranges::all_of(data, [&](float x) { return x == n * (n + 1) / 2; }));
 }

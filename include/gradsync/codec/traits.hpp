@@ -5,9 +5,12 @@
 /// \code
 ///   gradsync::codec::grain(gradsync::codec::Qsgd<8>{});          // 512: cut units at multiples of it
 ///   gradsync::codec::bypass_below(gradsync::codec::OneBit{});    // bypass_auto (codec/bypass.hpp)
+///   static_assert(gradsync::codec::static_lossless<gradsync::codec::Identity> == true);
 /// \endcode
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <type_traits>
 #include <variant>
 
 namespace gradsync::codec {
@@ -22,6 +25,14 @@ std::size_t grain(const C& c) {
   else if constexpr (requires { c.bucket; }) return c.bucket > 0 ? c.bucket : 1;
   else return 1;
 }
+
+/// Whether codec type C is lossless, when C says so at compile time (every concrete codec: its
+/// lossless() is constexpr); nullopt for a codec chosen at run time (AnyCodec).
+template <class C>
+inline constexpr std::optional<bool> static_lossless = [] {
+  if constexpr (requires { typename std::bool_constant<C{}.lossless()>; }) return std::optional<bool>(C{}.lossless());
+  else return std::optional<bool>();
+}();
 
 /// A codec's `bypass_below` knob: tensors with fewer elements go as fp32 (codec/bypass.hpp).
 /// 0 for codecs without one (lossless ones: there is nothing to bypass).

@@ -108,6 +108,15 @@ struct AnyCollective {
         },
         policy);
   }
+  bool needs_lossless_codec() const {
+    return std::visit([](const auto& p) { return collective::needs_lossless_codec<std::decay_t<decltype(p)>>; }, policy);
+  }
+  void start(const Setup& setup) {
+    std::visit([&](auto& p) { collective::start(p, setup); }, policy);
+  }
+  void stop() {
+    std::visit([](auto& p) { collective::stop(p); }, policy);
+  }
   bool device_memory() const {
     return std::visit([](const auto& p) { return accepts_device_memory(p); }, policy);
   }

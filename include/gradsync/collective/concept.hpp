@@ -6,16 +6,17 @@
 #include <cstddef>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "../codec/concept.hpp"
 #include "../codec/identity.hpp"
+#include "../codec/traits.hpp"
+#include "../core/error.hpp"
 #include "../transport/transport.hpp"
 
 namespace gradsync::collective {
-
-class Server;
 
 /// One unit to aggregate.
 struct Job {
@@ -31,10 +32,26 @@ struct Job {
   /// no tags; empty: the caller runs one unit at a time, in the same order on every rank.
   std::optional<std::uint64_t> sequence{};
   std::uint32_t priority = 0;       ///< the unit's priority key (lower is more urgent)
-  /// The Synchronizer's parameter-server thread, for collectives with a server role; none: the
-  /// collective serves on the calling thread.
-  Server* server = nullptr;
 };
+
+/// What a collective that keeps state of its own per synchronizer (the parameter server's thread)
+/// learns when a Synchronizer starts. Such a collective has the optional members
+///   void start(const Setup&);   // once, before the first unit
+///   void stop();                // once, after the last; ends what start began
+/// (collective::start / collective::stop call them when present).
+struct Setup {
+  transport::Transport& transport;          ///< the synchronizer's transport (its timeout, its cancellation)
+  std::size_t units = 0;                    ///< units, tagged 0 .. units-1
+  std::vector<std::size_t> lane_capacity;   ///< how many units a lane of each priority key may hold
+};
+template <class K>
+void start(K& k, const Setup& setup) {
+  if constexpr (requires { k.start(setup); }) k.start(setup);
+}
+template <class K>
+void stop(K& k) {
+  if constexpr (requires { k.stop(); }) k.stop();
+}
 
 /// Scratch buffers for encoded messages (grown by detail::Wire to each message's wire size) and
 /// the ids of the ring's copy-free sends in flight. One per executor, so a collective never
@@ -58,6 +75,38 @@ concept Collective = std::copy_constructible<K> &&
                 "gradsync: this type is not a Collective: provide const member functions name() " \
                 "and template <Codec C> run(Transport&, const C&, Job&, Workspace&) -> "          \
                 "std::size_t (bytes sent); see gradsync/collective/concept.hpp")
+
+/// True for a collective that sums fp32 values in a vendor library (MPI's, NCCL's all-reduce) and
+/// therefore needs a lossless codec; such a collective declares
+/// `static constexpr bool needs_lossless_codec = true` (AnyCollective answers at run time).
+template <class K>
+inline constexpr bool needs_lossless_codec = [] {
+  if constexpr (requires { K::needs_lossless_codec; }) return bool(K::needs_lossless_codec);
+  else return false;
+}();
+
+/// Collective K can aggregate with codec C: a collective that needs a lossless codec is refused
+/// every codec known at compile time to be lossy.
+template <class K, class C>
+concept Accepts = Collective<K> && codec::Codec<C> &&
+                  (!needs_lossless_codec<K> || codec::static_lossless<C> != std::optional<bool>(false));
+
+#define GRADSYNC_CHECK_ACCEPTS(K, C)                                                              \
+  static_assert(::gradsync::collective::Accepts<K, C>,                                            \
+                "gradsync: this collective sums fp32 values in a vendor library (MPI, NCCL) and " \
+                "needs a lossless codec (codec::Identity); with a compressing codec use "         \
+                "collective::Ring, ReduceBroadcast, Hierarchical or Hybrid")
+
+/// The same check at run time, for policies chosen from strings; throws ConfigError naming both.
+template <class K, class C>
+void check_accepts(const K& k, const C& c) {
+  bool needs = needs_lossless_codec<K>;
+  if constexpr (requires { k.needs_lossless_codec(); }) needs = k.needs_lossless_codec();
+  if (needs && !c.lossless())
+    throw ConfigError("gradsync: collective '" + std::string(k.name()) + "' sums fp32 values in a vendor library and "
+                      "needs a lossless codec (fp32), not '" + std::string(c.name()) +
+                      "'; with a compressing codec use 'ring', 'reduce-broadcast', 'hierarchical' or 'hybrid'");
+}
 
 /// Whether `k` aggregates units that live in GPU memory (the NCCL collectives, which declare
 /// `bool device_memory() const`); every other collective reads and writes units on the host.

@@ -11,8 +11,8 @@
 /// the codec keeps a residual.
 ///
 /// \code
-///   gradsync::collective::Hierarchical h{.group = 4};   // or AnyCollective::parse("hierarchical:4")
-///   gradsync::Synchronizer<..., gradsync::collective::Hierarchical> sync{transport, layout, {}, {}, {}, {}, h};
+///   using Sync = gradsync::Synchronizer<..., gradsync::collective::Hierarchical>;
+///   Sync sync{transport, layout, {}, {.collective = {.group = 4}}};   // or AnyCollective::parse("hierarchical:4")
 /// \endcode
 #include <algorithm>
 #include <cmath>

@@ -23,13 +23,11 @@ namespace gradsync::collective {
 
 struct MpiNative {
   std::string_view name() const { return "mpi"; }
+  static constexpr bool needs_lossless_codec = true;  ///< the vendor library adds fp32 values
 
   template <codec::Codec C>
   std::size_t run(transport::Transport& t, const C& codec, Job& job, Workspace&) const {
-    if (!codec.lossless() || !codec.summable())
-      throw UsageError("gradsync: collective 'mpi' (MPI_Iallreduce) sums fp32 values, so it works only with "
-                       "lossless summable codecs (fp32), not '" + std::string(codec.name()) +
-                       "'; use collective 'ring', 'reduce-broadcast', 'hierarchical' or 'hybrid'");
+    check_accepts(*this, codec);
     auto* mpi = t.native<transport::Mpi>();
     if (!mpi)
       throw UsageError("gradsync: collective 'mpi' runs MPI's own all-reduce and needs transport::Mpi, not " +

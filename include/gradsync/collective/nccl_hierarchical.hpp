@@ -7,9 +7,9 @@
 ///
 /// \code
 ///   gradsync::transport::Nccl nccl(mpi, local_rank);
-///   gradsync::collective::NcclHierarchical h(gpus_per_node);  // or "nccl-hierarchical:8"
-///   gradsync::Synchronizer<..., gradsync::codec::Qsgd<8>, gradsync::collective::NcclHierarchical> sync{
-///       nccl, layout, {}, {}, {}, {}, h};
+///   using Sync = gradsync::Synchronizer<..., gradsync::codec::Qsgd<8>, gradsync::collective::NcclHierarchical>;
+///   Sync sync{nccl, layout, {}, {.collective = gradsync::collective::NcclHierarchical(gpus_per_node)}};
+///   // or AnyCollective::parse("nccl-hierarchical:8")
 /// \endcode
 ///
 /// Job::data may be device memory (reduced in place) or host memory (staged through the device).

@@ -26,15 +26,13 @@ namespace gradsync::collective {
 
 struct NcclNative {
   std::string_view name() const { return "nccl"; }
+  static constexpr bool needs_lossless_codec = true;  ///< the vendor library adds fp32 values
   /// Units may live in GPU memory (collective::accepts_device_memory).
   bool device_memory() const { return true; }
 
   template <codec::Codec C>
   std::size_t run(transport::Transport& t, const C& codec, Job& job, Workspace&) const {
-    if (!codec.lossless() || !codec.summable())
-      throw UsageError("gradsync: collective 'nccl' (ncclAllReduce) sums fp32 values, so it works only with "
-                       "lossless summable codecs (fp32), not '" + std::string(codec.name()) +
-                       "'; use collective 'ring', 'reduce-broadcast', 'hierarchical' or 'hybrid'");
+    check_accepts(*this, codec);
     auto* nccl = t.native<transport::Nccl>();
     if (!nccl)
       throw UsageError("gradsync: collective 'nccl' runs NCCL's own all-reduce and needs transport::Nccl, not " +

@@ -6,14 +6,16 @@
 /// A lossy codec touches each element twice: in its worker's push and in the server's aggregate,
 /// both with error feedback when the codec keeps a residual (the server's own gradient is added
 /// exactly).
-/// Under the Synchronizer (job.server set) the server role runs on its own thread with its own
-/// priority lanes, which serves the most urgent unit whose pushes are all in
-/// (collective/server.hpp); alone, the calling thread serves.
+/// Under a Synchronizer (which calls start) the server role runs on a thread of its own with its
+/// own priority lanes, which serves the most urgent unit whose pushes are all in
+/// (collective/server.hpp); before start, the calling thread serves.
 ///
 /// \code
 ///   gradsync::Synchronizer<..., gradsync::collective::ParameterServer> sync{transport, layout};
 ///   // or AnyCollective::parse("ps")
 /// \endcode
+#include <memory>
+
 #include "concept.hpp"
 #include "server.hpp"
 #include "wire.hpp"
@@ -22,6 +24,13 @@ namespace gradsync::collective {
 
 struct ParameterServer {
   std::string_view name() const { return "ps"; }
+
+  /// Starts this rank's server thread (collective::Setup); copies made afterwards share it.
+  void start(const Setup& setup) { server_ = std::make_shared<Server>(setup.transport, setup.lane_capacity, setup.units); }
+  /// Fails the units the server still holds and joins its thread.
+  void stop() {
+    if (server_) server_->stop();
+  }
 
   /// The rank that serves unit `unit` among `ranks`.
   static int server_of(std::uint64_t unit, int ranks) { return static_cast<int>(unit % static_cast<std::uint64_t>(ranks)); }
@@ -39,8 +48,8 @@ struct ParameterServer {
       return out.size();
     }
     Unit<C> unit(t, w);
-    if (job.server) {
-      job.server->serve(unit);
+    if (server_) {
+      server_->serve(unit);
     } else {
       unit.collect();
       unit.serve();
@@ -69,6 +78,8 @@ struct ParameterServer {
     std::span<std::byte> in;  // where pushes land
     std::size_t sent = 0;
   };
+
+  std::shared_ptr<Server> server_;
 };
 GRADSYNC_CHECK_COLLECTIVE(ParameterServer);
 

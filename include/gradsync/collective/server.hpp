@@ -8,8 +8,8 @@
 /// for broadcasts that this server has not sent yet.
 ///
 /// \code
-///   collective::Server server(transport, lane_capacities, units);    // the Synchronizer holds one
-///   Job job{data, tag, ctx, true, sequence, priority_key, &server};  // ParameterServer uses it
+///   collective::Server server(transport, lane_capacities, units);  // ParameterServer::start makes one
+///   server.serve(served_unit);                                      // from an executor: waits until served
 /// \endcode
 #include <condition_variable>
 #include <exception>
@@ -93,17 +93,14 @@ class Server {
     if (s.error_) std::rethrow_exception(s.error_);
   }
 
-  /// Tells the thread to fail the units still held and end; returns at once. Any thread.
-  void request_stop() {
+  /// Fails the units still held and joins the thread. Idempotent; from the owner's thread only
+  /// (after a failure the thread ends by itself: its transport is cancelled).
+  void stop() {
     {
       std::lock_guard lock(mutex_);
       stop_ = true;
     }
     cv_.notify_all();
-  }
-  /// request_stop() and joins the thread. Idempotent; from the owner's thread only.
-  void stop() {
-    request_stop();
     if (thread_.joinable()) thread_.join();
   }
 

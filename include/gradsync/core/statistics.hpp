@@ -1,5 +1,6 @@
 #pragma once
 /// Statistics a Synchronizer keeps, and the per-unit event it can report (for timelines).
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -21,6 +22,49 @@ struct Statistics {
 
   double compressed_share() const { return elements ? double(elements_compressed) / double(elements) : 0.0; }
   double compressed_bytes_share() const { return bytes_sent ? double(bytes_compressed) / double(bytes_sent) : 0.0; }
+};
+
+/// The counters behind Statistics, updated by the Synchronizer's threads without locks.
+class StatisticsRecorder {
+ public:
+  using clock = std::chrono::steady_clock;
+  /// A unit of `elements` finished: `sent` bytes, `compressed` by a lossy codec, `queued` from
+  /// ready to started, `wire` from started to finished.
+  void unit(std::size_t elements, std::size_t sent, bool compressed, clock::duration queued, clock::duration wire) {
+    units_.fetch_add(1);
+    bytes_sent_.fetch_add(sent);
+    elements_.fetch_add(elements);
+    if (compressed) {
+      elements_compressed_.fetch_add(elements);
+      bytes_compressed_.fetch_add(sent);
+    }
+    add(queued_ns_, queued);
+    add(wire_ns_, wire);
+  }
+  void iteration() { iterations_.fetch_add(1); }
+  void exposed_wait(clock::duration d) { add(exposed_wait_ns_, d); }
+
+  Statistics snapshot() const {
+    Statistics s;
+    s.units = units_.load();
+    s.bytes_sent = bytes_sent_.load();
+    s.iterations = iterations_.load();
+    s.queued_seconds = queued_ns_.load() * 1e-9;
+    s.wire_seconds = wire_ns_.load() * 1e-9;
+    s.exposed_wait_seconds = exposed_wait_ns_.load() * 1e-9;
+    s.elements = elements_.load();
+    s.elements_compressed = elements_compressed_.load();
+    s.bytes_compressed = bytes_compressed_.load();
+    return s;
+  }
+
+ private:
+  static void add(std::atomic<std::int64_t>& acc, clock::duration d) {
+    acc.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+  }
+  std::atomic<std::uint64_t> units_{0}, bytes_sent_{0}, iterations_{0}, elements_{0}, elements_compressed_{0},
+      bytes_compressed_{0};
+  std::atomic<std::int64_t> queued_ns_{0}, wire_ns_{0}, exposed_wait_ns_{0};
 };
 
 /// One unit's life, reported to Options::on_unit when set (e.g. for a Chrome trace).

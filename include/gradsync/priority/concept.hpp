@@ -4,6 +4,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -21,6 +22,30 @@ concept Priority = std::copy_constructible<P> &&
     { p.name() } -> std::convertible_to<std::string_view>;
   };
 // clang-format on
+
+/// A priority whose keys depend on the training (DGT's contribution) also observes every unit's
+/// aggregated gradient — the same bytes on every rank, so every rank keys alike — and keys a unit
+/// by its index too:
+///   void observe(std::uint32_t index, const Unit& u, std::span<const float> aggregate);
+///   std::uint32_t key(std::uint32_t index, const Unit& u) const;
+/// The Synchronizer calls observe on the executor that aggregated unit `index`, before the unit
+/// counts as done (so concurrently for different units, never for one unit twice at once), and
+/// asks key(index, u) each time the unit becomes ready; every lane can then hold every unit.
+// clang-format off
+template <class P>
+concept ObservingPriority = Priority<P> &&
+  requires(P p, const P cp, std::uint32_t index, const Unit& u, std::span<const float> aggregate) {
+    { p.observe(index, u, aggregate) };
+    { cp.key(index, u) } -> std::same_as<std::uint32_t>;
+  };
+// clang-format on
+
+/// Unit `index`'s key under `p` now.
+template <class P>
+std::uint32_t key_of(const P& p, std::uint32_t index, const Unit& u) {
+  if constexpr (ObservingPriority<P>) return p.key(index, u);
+  else return p.key(u);
+}
 
 /// Strict ordering of keys (never <=: P3's released queue had that bug, which breaks ties unfairly).
 constexpr bool more_urgent(std::uint32_t a, std::uint32_t b) { return a < b; }

@@ -1,5 +1,5 @@
 #pragma once
-/// The setup handshake: every rank sends rank 0 what it believes (model signature, policies,
+/// The setup handshake (the Synchronizer runs it at construction): every rank sends rank 0 what it believes (model signature, policies,
 /// world size); rank 0 compares and sends every rank the same verdict, so a mismatch fails on all
 /// ranks with one message that names the rank that differs and in what. The verdict also carries
 /// a session number, the same on every rank and new for every handshake, which later control
@@ -10,9 +10,10 @@
 #include <random>
 #include <string>
 
+#include "../core/error.hpp"
 #include "../transport/transport.hpp"
 
-namespace gradsync {
+namespace gradsync::schedule {
 
 struct HandshakeInfo {
   std::uint64_t layout_signature = 0;
@@ -68,4 +69,4 @@ inline std::uint64_t handshake(transport::Transport& t, HandshakeInfo mine) {
   return verdict.session;
 }
 
-}  // namespace gradsync
+}  // namespace gradsync::schedule

@@ -1,0 +1,41 @@
+#pragma once
+/// AnySynchronizer: a Synchronizer whose policies are chosen from strings at run time — one
+/// instantiation serves a whole CLI (gradsync-train). Library users who know their policies at
+/// compile time use Synchronizer directly and pay nothing for the choice.
+///
+/// \code
+///   gradsync::AnySynchronizer sync{transport, layout, {.slicing = "fixed:40000", .codec = "qsgd8",
+///                                                      .collective = "ps"}};
+/// \endcode
+///
+/// Unknown or malformed names throw ConfigError listing the valid ones.
+#include <string>
+
+#include "codec/any.hpp"
+#include "collective/any.hpp"
+#include "priority/any.hpp"
+#include "slicing/any.hpp"
+#include "synchronizer.hpp"
+
+namespace gradsync {
+
+/// Policy names for AnySynchronizer; see each Any... policy for the accepted strings.
+struct PolicyNames {
+  std::string slicing = "fixed:40000";
+  std::string priority = "forward";
+  std::string codec = "fp32";
+  std::string collective = "ring";
+};
+
+class AnySynchronizer
+    : public Synchronizer<slicing::AnySlicing, priority::AnyPriority, codec::AnyCodec, collective::AnyCollective> {
+  using Base = Synchronizer<slicing::AnySlicing, priority::AnyPriority, codec::AnyCodec, collective::AnyCollective>;
+
+ public:
+  AnySynchronizer(transport::Transport& t, ModelLayout layout, const PolicyNames& names = {}, Options options = {})
+      : Base(t, std::move(layout), std::move(options),
+             {slicing::AnySlicing::parse(names.slicing), priority::AnyPriority::parse(names.priority),
+              codec::AnyCodec::parse(names.codec), collective::AnyCollective::parse(names.collective)}) {}
+};
+
+}  // namespace gradsync

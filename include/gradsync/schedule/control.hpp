@@ -1,0 +1,86 @@
+#pragma once
+/// Control: the one lock and condition every wait of a Synchronizer uses, with its stop and
+/// failure state. Each part (the leader's credit window, the executors, the caller's wait_for)
+/// waits for its own condition *or* a stop, so one failure or shutdown wakes them all.
+///
+/// \code
+///   schedule::Control c;
+///   c.update([&] { ++done; });                         // change state under the lock, wake waiters
+///   bool ok = c.wait_for(timeout, [&] { return done == n; });
+///   if (c.fail(std::current_exception())) { ... }      // first error only; stops everything
+///   c.rethrow_if_failed();
+/// \endcode
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+
+namespace gradsync::schedule {
+
+class Control {
+ public:
+  /// Waits until pred() holds (true) or the synchronizer stops (false). pred runs under the lock.
+  template <class Pred>
+  bool wait(Pred pred) {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] { return stopping() || pred(); });
+    return !stopping();
+  }
+  /// As wait, giving up after `timeout` (false).
+  template <class Pred, class Rep, class Period>
+  bool wait_for(std::chrono::duration<Rep, Period> timeout, Pred pred) {
+    std::unique_lock lock(mutex_);
+    return cv_.wait_for(lock, timeout, [&] { return stopping() || pred(); }) && !stopping();
+  }
+  /// Waits until pred() holds, stopping or not (for threads to leave what they were doing).
+  template <class Pred>
+  void settle(Pred pred) {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, pred);
+  }
+  /// Runs `change` under the lock, then wakes every waiter.
+  template <class F>
+  void update(F&& change) {
+    {
+      std::lock_guard lock(mutex_);
+      change();
+    }
+    cv_.notify_all();
+  }
+  void notify() {
+    update([] {});
+  }
+
+  bool stopping() const { return stop_.load(); }
+  bool failed() const { return failed_.load(); }
+  /// Stops every wait (shutdown, or after a failure).
+  void stop() {
+    update([&] { stop_.store(true); });
+  }
+  /// Records `error` and stops, if no error came before; true when it was the first.
+  bool fail(std::exception_ptr error) {
+    {
+      std::lock_guard lock(mutex_);
+      if (error_) return false;
+      error_ = std::move(error);
+      failed_.store(true);
+      stop_.store(true);
+    }
+    cv_.notify_all();
+    return true;
+  }
+  void rethrow_if_failed() const {
+    if (!failed_.load()) return;
+    std::lock_guard lock(mutex_);
+    std::rethrow_exception(error_);
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::atomic<bool> stop_{false}, failed_{false};
+  std::exception_ptr error_;
+};
+
+}  // namespace gradsync::schedule

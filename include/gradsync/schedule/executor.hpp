@@ -1,0 +1,130 @@
+#pragma once
+/// Executors: the threads that run units' collectives, Options::inflight_units of them. Each takes
+/// the next decision in rank 0's order (DispatchQueue), waits until the unit is ready on this rank
+/// too, and runs it: fused units are gathered into a buffer of the executor's and scattered back,
+/// the collective runs with the codec (or as fp32 for a unit of only small tensors, codec/bypass.hpp)
+/// and the unit's error-feedback residual, and the aggregate lands in the caller's spans.
+///
+/// \code
+///   schedule::Executors<Priority, Codec, Collective> executors(
+///       {transport, priority, codec, collective, table, leader, control, stats, options});
+///   std::thread th([&] { executors.run(executors.slot(0)); });
+/// \endcode
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../codec/identity.hpp"
+#include "../collective/concept.hpp"
+#include "../core/options.hpp"
+#include "../core/statistics.hpp"
+#include "../priority/concept.hpp"
+#include "../transport/transport.hpp"
+#include "control.hpp"
+#include "dispatch_queue.hpp"
+#include "leader.hpp"
+#include "units.hpp"
+
+namespace gradsync::schedule {
+
+template <class Priority, class Codec, class Collective>
+class Executors {
+ public:
+  /// What the executors work with; all owned by the Synchronizer.
+  struct Parts {
+    transport::Transport& t;
+    Priority& priority;
+    const Codec& codec;
+    const Collective& collective;
+    UnitTable& table;
+    Leader& leader;
+    DispatchQueue& dispatch;
+    Control& control;
+    StatisticsRecorder& stats;
+    const Options& options;
+  };
+  /// One executor's scratch: the collective's buffers and the gather buffer of fused units.
+  struct Slot {
+    collective::Workspace ws;
+    std::vector<float> fused;
+  };
+
+  explicit Executors(Parts parts) : p_(parts), slots_(parts.options.inflight_units) {
+    // Warm the buffers for the largest unit (detail::Wire grows them if a message needs more).
+    const std::size_t n = p_.table.max_elements();
+    const std::size_t bytes = std::max(p_.codec.encoded_bytes(n), codec::Identity{}.encoded_bytes(n));
+    for (Slot& s : slots_) {
+      s.ws.send.resize(bytes);
+      s.ws.recv.resize(bytes);
+      s.fused.resize(n);
+    }
+  }
+
+  std::size_t size() const { return slots_.size(); }
+  /// No executor is inside a unit (none touches the caller's spans).
+  bool idle() const { return busy_.load() == 0; }
+  Slot& slot(std::size_t i) { return slots_[i]; }
+
+  /// An executor thread's body, until the dispatch queue closes.
+  void run(Slot& slot) {
+    std::uint64_t sequence = 0;
+    while (auto d = p_.dispatch.pop(&sequence)) {
+      if (!p_.control.wait([&] { return p_.table.ready_iteration(d->unit) >= d->iteration; })) return;
+      if (p_.table.ready_iteration(d->unit) != d->iteration)
+        throw PeerError("gradsync: " + p_.t.describe() + " is at iteration " +
+                        std::to_string(p_.table.ready_iteration(d->unit)) + " for unit " + std::to_string(d->unit) +
+                        " but rank 0 scheduled iteration " + std::to_string(d->iteration) +
+                        ": ranks must call finish_iteration() in step");
+      p_.control.update([&] { ++busy_; });
+      try {
+        run_unit(slot, d->unit, d->iteration, sequence);
+      } catch (...) {
+        p_.control.update([&] { --busy_; });
+        throw;
+      }
+      p_.control.update([&] { --busy_; });
+    }
+  }
+
+ private:
+  using clock = std::chrono::steady_clock;
+
+  void run_unit(Slot& slot, std::uint32_t u, std::int64_t iteration, std::uint64_t sequence) {
+    const Unit& unit = p_.table.unit(u);
+    const auto started = clock::now();
+    std::span<float> data = unit.fused() ? std::span(slot.fused).first(unit.elements) : p_.table.span(unit.segments[0]);
+    if (unit.fused()) {
+      std::size_t off = 0;
+      for (const Segment& g : unit.segments) off = std::ranges::copy(p_.table.span(g), data.begin() + off).out - data.begin();
+    }
+    const bool fp32 = p_.table.bypassed(u);
+    const codec::EncodeContext ctx{
+        .seed = p_.options.seed, .iteration = static_cast<std::uint64_t>(iteration), .unit = u, .residual = p_.table.residual(u)};
+    collective::Job job{data, u, ctx, p_.options.average, sequence, priority::key_of(p_.priority, u, unit)};
+    const std::size_t sent = fp32 ? p_.collective.run(p_.t, codec::Identity{}, job, slot.ws)
+                                   : p_.collective.run(p_.t, p_.codec, job, slot.ws);
+    if constexpr (priority::ObservingPriority<Priority>) p_.priority.observe(u, unit, data);
+    if (unit.fused()) {
+      std::size_t off = 0;
+      for (const Segment& g : unit.segments) {
+        std::ranges::copy(data.subspan(off, g.length), p_.table.span(g).begin());
+        off += g.length;
+      }
+    }
+    const auto finished = clock::now(), ready = p_.table.ready_at(u);
+    p_.stats.unit(unit.elements, sent, !fp32 && !p_.codec.lossless(), started - ready, finished - started);
+    if (p_.options.on_unit) p_.options.on_unit({u, iteration, unit.elements, sent, ready, started, finished});
+    p_.control.update([&] { p_.table.complete(u); });
+    p_.leader.finished(u);
+  }
+
+  Parts p_;
+  std::deque<Slot> slots_;  // stable addresses: each thread holds its own
+  std::atomic<int> busy_{0};  // executors inside run_unit (changed under the control's lock)
+};
+
+}  // namespace gradsync::schedule
