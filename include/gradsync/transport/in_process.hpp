@@ -102,13 +102,16 @@ class InProcessGroup {
     std::vector<Message> inbox_;  // FIFO per (src, tag): matched from the front
   };
 
-  /// A recycled buffer that can hold `bytes` without growing, if the pool has one.
+  /// The smallest recycled buffer that can hold `bytes` without growing, if the pool has one
+  /// (best fit: a small message taking a large buffer would leave the next large one to allocate).
   std::vector<std::byte> take_buffer(std::size_t bytes) {
     std::lock_guard lock(pool_mutex_);
-    const auto it = std::find_if(pool_.rbegin(), pool_.rend(), [&](const auto& b) { return b.capacity() >= bytes; });
-    if (it == pool_.rend()) return {};
-    std::vector<std::byte> b = std::move(*it);
-    pool_.erase(std::next(it).base());
+    auto best = pool_.end();
+    for (auto it = pool_.begin(); it != pool_.end(); ++it)
+      if (it->capacity() >= bytes && (best == pool_.end() || it->capacity() < best->capacity())) best = it;
+    if (best == pool_.end()) return {};
+    std::vector<std::byte> b = std::move(*best);
+    pool_.erase(best);
     return b;
   }
   void return_buffer(std::vector<std::byte> b) {
