@@ -78,11 +78,13 @@ class Synchronizer {
   Synchronizer(transport::Transport& transport, ModelLayout layout, Options options = {}, Policies policies = {})
       : user_(transport), opt_(std::move(options)), t_(user_, opt_.timeout), layout_(std::move(layout)),
         p_(std::move(policies)),
-        table_(layout_, p_.slicing.plan(layout_), fp32_below(), p_.codec.needs_residual(), p_.slicing.describe()),
+        table_(layout_, p_.slicing.plan(layout_), fp32_below(), keeps_residuals(), p_.slicing.describe()),
         dispatch_(table_.size()), leader_(t_, control_, opt_, lane_capacities(), table_, dispatch_),
         executors_({t_, p_.priority, p_.codec, p_.collective, table_, leader_, dispatch_, control_, stats_, opt_}),
         abort_(user_, schedule::handshake(t_, hello())) {
-    collective::start(p_.collective, {t_, table_.size(), lane_capacities()});
+    priority::prepare(p_.priority, table_.units());
+    collective::start(p_.collective,
+                      {t_, table_.size(), lane_capacities(), abort_.session(), priority::classifies(p_.priority)});
     threads_.emplace_back([this] { guarded([this] { leader_.run(); }); });
     for (std::size_t i = 0; i < executors_.size(); ++i)
       threads_.emplace_back([this, i] { guarded([this, i] { executors_.run(executors_.slot(i)); }); });
@@ -179,6 +181,15 @@ class Synchronizer {
     fail(std::make_exception_ptr(PeerError("gradsync: " + user_.describe() + " stopped: " + reason)), true);
   }
 
+  /// Differential transmission (priority::Contribution): this iteration's training loss, before
+  /// the backward pass. Rank 0's loss_t / loss_0 travels with its schedule decisions, so every
+  /// rank classifies alike; on other ranks, and with other priorities, it has no effect.
+  void report_loss(float loss) {
+    if (!(loss > 0.0f) || !std::isfinite(loss)) return;
+    if (!(first_loss_ > 0.0f)) first_loss_ = loss;
+    leader_.loss_ratio(loss / first_loss_);
+  }
+
   Statistics stats() const { return stats_.snapshot(); }
 
   // Checkpoints: what a resumed run needs to continue bit-identically, per rank. iteration():
@@ -213,8 +224,9 @@ class Synchronizer {
   const ModelLayout& layout() const { return layout_; }
   /// "fixed:40000/forward/fp32/ring": the policies, as in the handshake.
   std::string describe() const {
-    return p_.slicing.describe() + "/" + std::string(p_.priority.name()) + "/" + std::string(p_.codec.name()) + "/" +
-           collective_text();
+    std::string priority(p_.priority.name());
+    if constexpr (requires { p_.priority.describe(); }) priority = p_.priority.describe();
+    return p_.slicing.describe() + "/" + priority + "/" + std::string(p_.codec.name()) + "/" + collective_text();
   }
 
  private:
@@ -225,28 +237,41 @@ class Synchronizer {
     else return std::string(p_.collective.name());
   }
 
-  /// Units carrying only tensors under this many elements go as fp32 (codec/bypass.hpp).
+  /// Units carrying only tensors under this many elements go as fp32 (codec/bypass.hpp). Checks
+  /// the policies fit together first.
   std::size_t fp32_below() const {
     collective::check_accepts(p_.collective, p_.codec);
     if (opt_.inflight_units == 0) throw UsageError("gradsync: Options::inflight_units must be at least 1");
+    if (priority::classifies(p_.priority)) {
+      if (!collective::sends_best_effort(p_.collective))
+        throw ConfigError("gradsync: priority '" + std::string(p_.priority.name()) + "' sends unimportant blocks "
+                          "best-effort over the parameter server, not collective '" + collective_text() + "': use 'ps'");
+      if (!p_.codec.lossless())
+        throw ConfigError("gradsync: priority '" + std::string(p_.priority.name()) + "' sends fp32 blocks, not codec '" +
+                          std::string(p_.codec.name()) + "': use 'fp32'");
+    }
     if (p_.codec.lossless()) return 0;
     std::vector<std::size_t> sizes;
     for (const LayerSpec& l : layout_.layers()) sizes.push_back(l.elements);
     return codec::bypass_threshold(sizes, codec::bypass_below(p_.codec));
   }
 
+  /// An error-feedback residual per unit: for a codec that keeps one, and for DGT's dropped blocks.
+  bool keeps_residuals() const { return p_.codec.needs_residual() || priority::classifies(p_.priority); }
+
   /// How many units each priority lane may hold: as many as have its key, or every unit when keys
   /// change with the data.
   std::vector<std::size_t> lane_capacities() const {
     if (table_.size() >= transport::reserved_tags) throw UsageError("gradsync: too many units; use larger slices");
     const std::size_t levels = p_.priority.levels(layout_);
-    std::vector<std::size_t> cap(levels, priority::ObservingPriority<Priority> ? table_.size() : 0);
+    const bool rekeys = priority::rekeys(p_.priority);
+    std::vector<std::size_t> cap(levels, rekeys ? table_.size() : 0);
     for (std::uint32_t u = 0; u < table_.size(); ++u) {
       const std::uint32_t k = priority::key_of(p_.priority, u, table_.unit(u));
       if (k >= levels)
         throw UsageError("gradsync: priority '" + std::string(p_.priority.name()) + "' gave key " + std::to_string(k) +
                          " but declared only " + std::to_string(levels) + " levels");
-      if constexpr (!priority::ObservingPriority<Priority>) ++cap[k];
+      if (!rekeys) ++cap[k];
     }
     return cap;
   }
@@ -354,6 +379,7 @@ class Synchronizer {
   schedule::PeerAbort abort_;
   std::vector<std::thread> threads_;
   std::atomic<std::int64_t> iteration_{0};
+  float first_loss_ = 0.0f;  // report_loss's loss_0 (the caller's thread)
 };
 
 }  // namespace gradsync

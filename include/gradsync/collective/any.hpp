@@ -111,6 +111,9 @@ struct AnyCollective {
   bool needs_lossless_codec() const {
     return std::visit([](const auto& p) { return collective::needs_lossless_codec<std::decay_t<decltype(p)>>; }, policy);
   }
+  bool sends_best_effort() const {
+    return std::visit([](const auto& p) { return collective::sends_best_effort(p); }, policy);
+  }
   void start(const Setup& setup) {
     std::visit([&](auto& p) { collective::start(p, setup); }, policy);
   }

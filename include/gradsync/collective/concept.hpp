@@ -18,6 +18,14 @@
 
 namespace gradsync::collective {
 
+/// What became of a unit's blocks under differential transmission (DGT), on this rank.
+struct BlockCounts {
+  std::uint64_t important = 0;    ///< blocks classified important (sent reliably)
+  std::uint64_t best_effort = 0;  ///< unimportant blocks this rank sent as datagrams
+  std::uint64_t dropped = 0;      ///< of those, blocks the server did not take in time (kept in the residual)
+  std::uint64_t rejected = 0;     ///< datagrams this rank's server refused (corrupt, foreign, duplicate, late)
+};
+
 /// One unit to aggregate.
 struct Job {
   std::span<float> data;            ///< this rank's gradient in, the aggregate out
@@ -32,6 +40,11 @@ struct Job {
   /// no tags; empty: the caller runs one unit at a time, in the same order on every rank.
   std::optional<std::uint64_t> sequence{};
   std::uint32_t priority = 0;       ///< the unit's priority key (lower is more urgent)
+  /// DGT (priority::ClassifyingPriority): important[j] tells whether block j of `block` elements is
+  /// important; empty: every block is. Unimportant blocks go best-effort (ParameterServer only).
+  std::span<const std::uint8_t> important{};
+  std::uint32_t block = 0;
+  BlockCounts* blocks = nullptr;    ///< where such a collective reports what became of the blocks
 };
 
 /// What a collective that keeps state of its own per synchronizer (the parameter server's thread)
@@ -43,7 +56,17 @@ struct Setup {
   transport::Transport& transport;          ///< the synchronizer's transport (its timeout, its cancellation)
   std::size_t units = 0;                    ///< units, tagged 0 .. units-1
   std::vector<std::size_t> lane_capacity;   ///< how many units a lane of each priority key may hold
+  std::uint64_t session = 0;                ///< the synchronizer's handshake session (stale messages carry another)
+  bool best_effort = false;                 ///< units will come with Job::important (DGT): open a best-effort channel
 };
+/// True for a collective that can send unimportant blocks best-effort (DGT): it declares
+/// `static constexpr bool differential = true` (AnyCollective answers at run time).
+template <class K>
+bool sends_best_effort(const K& k) {
+  if constexpr (requires { k.sends_best_effort(); }) return k.sends_best_effort();
+  else if constexpr (requires { K::differential; }) return bool(K::differential);
+  else return false;
+}
 template <class K>
 void start(K& k, const Setup& setup) {
   if constexpr (requires { k.start(setup); }) k.start(setup);

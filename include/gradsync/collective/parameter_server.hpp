@@ -9,24 +9,39 @@
 /// Under a Synchronizer (which calls start) the server role runs on a thread of its own with its
 /// own priority lanes, which serves the most urgent unit whose pushes are all in
 /// (collective/server.hpp); before start, the calling thread serves.
+/// With a priority that classifies blocks (DGT, priority::Contribution) the unimportant blocks are
+/// pushed best-effort and dropped when late (collective/differential.hpp).
 ///
 /// \code
 ///   gradsync::Synchronizer<..., gradsync::collective::ParameterServer> sync{transport, layout};
 ///   // or AnyCollective::parse("ps")
 /// \endcode
+#include <functional>
 #include <memory>
 
 #include "concept.hpp"
+#include "differential.hpp"
 #include "server.hpp"
 #include "wire.hpp"
 
 namespace gradsync::collective {
 
 struct ParameterServer {
+  static constexpr bool differential = true;  ///< can push unimportant blocks best-effort (DGT)
+  /// Makes the best-effort channel for DGT (collective over the transport): UDP by default.
+  std::function<std::unique_ptr<transport::BestEffort>(transport::Transport&)> best_effort_channel =
+      [](transport::Transport& t) { return std::make_unique<transport::Udp>(t); };
+
   std::string_view name() const { return "ps"; }
 
-  /// Starts this rank's server thread (collective::Setup); copies made afterwards share it.
-  void start(const Setup& setup) { server_ = std::make_shared<Server>(setup.transport, setup.lane_capacity, setup.units); }
+  /// Starts this rank's server thread (collective::Setup), and the best-effort channel when
+  /// the units will carry a classification; copies made afterwards share them.
+  void start(const Setup& setup) {
+    server_ = std::make_shared<Server>(setup.transport, setup.lane_capacity, setup.units);
+    if (setup.best_effort)
+      best_effort_ = std::make_shared<detail::BestEffortState>(best_effort_channel(setup.transport), setup.session,
+                                                               setup.transport.rank(), setup.units);
+  }
   /// Fails the units the server still holds and joins its thread.
   void stop() {
     if (server_) server_->stop();
@@ -40,6 +55,10 @@ struct ParameterServer {
     const int n = t.size(), r = t.rank();
     if (n == 1) return 0;  // the unit already is the sum and the mean
     const int server = server_of(job.ctx.unit, n);
+    if (!job.important.empty()) {
+      if constexpr (detail::raw_fp32<C>) return run_differential(t, job, ws, server);
+      else throw UsageError("gradsync: differential transmission (priority 'dgt') sends fp32 blocks; use codec 'fp32'");
+    }
     detail::Wire<C> w{t, codec, ws, job};
     if (r != server) {
       const auto out = w.encode(job.data, detail::stream(r, 0));
@@ -79,7 +98,155 @@ struct ParameterServer {
     std::size_t sent = 0;
   };
 
+  /// DGT: this rank's part of unit `job` whose server is `server`.
+  std::size_t run_differential(transport::Transport& t, Job& job, Workspace& ws, int server) const {
+    if (!best_effort_ || job.ctx.residual.size() != job.data.size())
+      throw UsageError("gradsync: differential transmission needs a Synchronizer (it starts the best-effort channel "
+                       "and keeps the residual of dropped blocks)");
+    if (t.rank() != server) return push_differential(t, job, ws, server);
+    DifferentialUnit unit(t, job, best_effort_->router);
+    server_->serve(unit);
+    if (job.blocks) job.blocks->rejected += unit.rejected;
+    return unit.sent;
+  }
+
+  /// A worker: v = gradient + residual; unimportant pieces of v as datagrams, then the important
+  /// blocks over the transport; the residual keeps the pieces the server did not take.
+  std::size_t push_differential(transport::Transport& t, Job& job, Workspace& ws, int server) const {
+    const std::span<float> v = job.data, e = job.ctx.residual;
+    const detail::Pieces pieces(v.size(), job.block);
+    auto important = [&](std::size_t k) { return job.important[pieces.block_of(k)] != 0; };
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] += e[i];
+    std::size_t sent = 0, packed = 0;
+    ws.send.resize(std::max(ws.send.size(), 4 * v.size()));
+    for (std::size_t k = 0; k < pieces.count; ++k) {
+      const auto [first, last] = pieces.range(k);
+      if (first == last) continue;
+      if (important(k)) {  // packed in order into the reliable push
+        std::memcpy(ws.send.data() + 4 * packed, v.data() + first, 4 * (last - first));
+        packed += last - first;
+        std::fill(e.begin() + first, e.begin() + last, 0.0f);
+        continue;
+      }
+      std::copy(v.begin() + first, v.begin() + last, e.begin() + first);  // kept unless the server takes it
+      std::byte datagram[sizeof(detail::PieceHeader) + 4 * 256];
+      detail::PieceHeader h{.session = best_effort_->router.session(), .iteration = static_cast<std::int64_t>(job.ctx.iteration),
+                            .unit = job.tag, .piece = static_cast<std::uint32_t>(k),
+                            .src = static_cast<std::uint32_t>(t.rank()), .count = static_cast<std::uint32_t>(last - first)};
+      const std::size_t bytes = sizeof h + 4 * (last - first);
+      std::memcpy(datagram + sizeof h, v.data() + first, 4 * (last - first));
+      std::memcpy(datagram, &h, sizeof h);
+      h.crc = detail::crc_of(std::span<const std::byte>(datagram, bytes));
+      std::memcpy(datagram, &h, sizeof h);
+      best_effort_->channel->send(server, std::span<const std::byte>(datagram, bytes));
+      sent += bytes;
+    }
+    t.send(server, job.tag, std::span<const std::byte>(ws.send).first(4 * packed));
+    sent += 4 * packed;
+    // The aggregate, then which pieces the server took from each rank.
+    const std::size_t row = (pieces.count + 7) / 8;
+    ws.recv.resize(std::max(ws.recv.size(), 4 * v.size() + row * static_cast<std::size_t>(t.size())));
+    const std::size_t got = t.recv(server, job.tag, ws.recv);
+    if (got != 4 * v.size() + row * static_cast<std::size_t>(t.size()))
+      throw WireError("gradsync: " + t.describe() + ": differential aggregate of " + std::to_string(got) +
+                      " bytes from rank " + std::to_string(server) + " (ranks disagree on layout, slicing or policies)");
+    std::memcpy(v.data(), ws.recv.data(), 4 * v.size());
+    const std::byte* taken = ws.recv.data() + 4 * v.size() + row * static_cast<std::size_t>(t.rank());
+    std::vector<std::uint8_t> dropped_block(job.important.size(), 0);
+    for (std::size_t k = 0; k < pieces.count; ++k) {
+      const auto [first, last] = pieces.range(k);
+      if (first == last || important(k)) continue;
+      if ((static_cast<unsigned>(taken[k / 8]) >> (k % 8)) & 1u) std::fill(e.begin() + first, e.begin() + last, 0.0f);
+      else dropped_block[pieces.block_of(k)] = 1;
+    }
+    if (job.blocks) {
+      for (std::size_t b = 0; b < job.important.size(); ++b) job.blocks->best_effort += job.important[b] == 0;
+      job.blocks->dropped += static_cast<std::uint64_t>(std::ranges::count(dropped_block, 1));
+    }
+    return sent;
+  }
+
+  /// The server's side of a DGT unit: every worker's important push, and the pieces that arrive
+  /// before the last of them.
+  struct DifferentialUnit final : Served {
+    DifferentialUnit(transport::Transport& t, Job& job, detail::DatagramRouter& router)
+        : Served(t, job.tag, job.priority), job(job), router(router), pieces(job.data.size(), job.block),
+          taken(static_cast<std::size_t>(t.size()), std::vector<std::uint8_t>(pieces.count, 0)),
+          stage(static_cast<std::size_t>(t.size()), std::vector<float>(job.data.size(), 0.0f)),
+          pushed(static_cast<std::size_t>(t.size()), 0),
+          inbox{static_cast<std::int64_t>(job.ctx.iteration), job.tag, &pieces, job.important, &taken, &stage} {
+      pushed[static_cast<std::size_t>(t.rank())] = 1;
+      for (std::size_t k = 0; k < pieces.count; ++k)
+        if (job.important[pieces.block_of(k)]) important_elements += pieces.range(k).second - pieces.range(k).first;
+    }
+    bool poll() override {
+      if (!opened) {  // on the server's thread: the router is its alone
+        router.open(inbox);
+        opened = true;
+      }
+      router.pump();
+      in.resize(4 * important_elements);
+      for (int w = 0; w < t_.size(); ++w) {
+        if (pushed[static_cast<std::size_t>(w)]) continue;
+        const auto got = t_.try_recv(w, tag_, std::as_writable_bytes(std::span(in)));
+        if (!got) continue;
+        if (*got != 4 * important_elements)
+          throw WireError("gradsync: differential push of " + std::to_string(*got) + " bytes from rank " +
+                          std::to_string(w) + ", expected " + std::to_string(4 * important_elements) +
+                          " (ranks disagree on the classification: same priority knobs on every rank?)");
+        std::size_t at = 0;
+        for (std::size_t k = 0; k < pieces.count; ++k) {
+          const auto [first, last] = pieces.range(k);
+          if (first == last || !job.important[pieces.block_of(k)]) continue;
+          std::copy(in.begin() + at, in.begin() + at + (last - first), stage[static_cast<std::size_t>(w)].begin() + first);
+          at += last - first;
+        }
+        pushed[static_cast<std::size_t>(w)] = 1;
+        progressed();
+      }
+      if (std::ranges::find(pushed, 0) != pushed.end()) return false;
+      router.pump();        // what arrived with the last push, which came after it
+      router.close(inbox);  // the deadline: the last important push is in
+      rejected = router.take_rejected();
+      return true;
+    }
+    int missing() const override { return static_cast<int>(std::ranges::find(pushed, 0) - pushed.begin()); }
+    void serve() override {
+      const int n = t_.size(), r = t_.rank();
+      const std::span<float> v = job.data, e = job.ctx.residual;
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] += e[i];  // this rank's own, all of it
+      std::fill(e.begin(), e.end(), 0.0f);
+      for (int w = 0; w < n; ++w)  // rank order: reproducible sums
+        if (w != r)
+          for (std::size_t i = 0; i < v.size(); ++i) v[i] += stage[static_cast<std::size_t>(w)][i];
+      detail::finish_mean(v, job.average, n);
+      const std::size_t row = (pieces.count + 7) / 8;
+      std::vector<std::byte> out(4 * v.size() + row * static_cast<std::size_t>(n), std::byte{0});
+      std::memcpy(out.data(), v.data(), 4 * v.size());
+      for (int w = 0; w < n; ++w)
+        for (std::size_t k = 0; k < pieces.count; ++k)
+          if (taken[static_cast<std::size_t>(w)][k])
+            out[4 * v.size() + row * static_cast<std::size_t>(w) + k / 8] |= std::byte(1u << (k % 8));
+      for (int w = 0; w < n; ++w)
+        if (w != r) t_.send(w, tag_, out);
+      sent = out.size() * static_cast<std::size_t>(n - 1);
+    }
+
+    Job& job;
+    detail::DatagramRouter& router;
+    detail::Pieces pieces;
+    std::vector<std::vector<std::uint8_t>> taken;
+    std::vector<std::vector<float>> stage;
+    std::vector<std::uint8_t> pushed;
+    detail::Inbox inbox;
+    std::vector<float> in;
+    std::size_t important_elements = 0, sent = 0;
+    std::uint64_t rejected = 0;
+    bool opened = false;
+  };
+
   std::shared_ptr<Server> server_;
+  std::shared_ptr<detail::BestEffortState> best_effort_;
 };
 GRADSYNC_CHECK_COLLECTIVE(ParameterServer);
 

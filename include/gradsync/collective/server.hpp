@@ -31,14 +31,15 @@ class Served {
   Served& operator=(const Served&) = delete;
   virtual ~Served() = default;
 
-  /// Adds every push that has arrived, in rank order, waiting for none; true once all are in.
-  bool poll() {
+  /// Takes whatever has arrived, waiting for nothing; true once all the unit needs is in. This
+  /// default adds every push in rank order (sums stay bit-reproducible).
+  virtual bool poll() {
     for (; next_ < t_.size(); ++next_) {
       if (next_ == t_.rank()) continue;
       const auto got = t_.try_recv(next_, tag_, buffer());
       if (!got) return false;
       add(*got);
-      since_ = std::chrono::steady_clock::now();
+      progressed();
     }
     return true;
   }
@@ -46,7 +47,7 @@ class Served {
   void collect() {
     gradsync::detail::Backoff backoff;
     while (!poll()) {
-      if (stalled()) throw t_.silent_peer(next_, tag_);
+      if (stalled()) throw t_.silent_peer(missing(), tag_);
       backoff.pause();
     }
   }
@@ -54,17 +55,26 @@ class Served {
   virtual void serve() = 0;
 
  protected:
-  virtual std::span<std::byte> buffer() = 0;  // where the next push is received
-  virtual void add(std::size_t bytes) = 0;    // decodes it and adds it
+  virtual std::span<std::byte> buffer() { return {}; }  // where the next push is received (default poll)
+  virtual void add(std::size_t) {}                      // decodes it and adds it (default poll)
+  /// The rank a stalled unit waits for, for the error.
+  virtual int missing() const { return next_; }
+  /// Something arrived: the unit is not stalled.
+  void progressed() {
+    since_ = std::chrono::steady_clock::now();
+    ++progress_;
+  }
+
+  transport::Transport& t_;
+  transport::Tag tag_;
 
  private:
   friend class Server;
   bool stalled() const { return std::chrono::steady_clock::now() - since_ > t_.timeout(); }
 
-  transport::Transport& t_;
-  transport::Tag tag_;
   std::uint32_t key_;
-  int next_ = 0;  // the next rank whose push to add
+  int next_ = 0;  // the next rank whose push to add (default poll)
+  std::uint64_t progress_ = 0;
   std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();  // last progress
   bool done_ = false;  // guarded by the Server's mutex
   std::exception_ptr error_;
@@ -124,11 +134,11 @@ class Server {
         bool progressed = false;
         for (std::size_t i = 0; i < pending_.size();) {
           Served& s = *pending_[i];
-          const int before = s.next_;
+          const std::uint64_t before = s.progress_;
           const bool in = s.poll();
-          progressed |= s.next_ != before;
+          progressed |= s.progress_ != before;
           if (!in) {
-            if (s.stalled()) throw t_.silent_peer(s.next_, s.tag_);
+            if (s.stalled()) throw t_.silent_peer(s.missing(), s.tag_);
             ++i;
             continue;
           }

@@ -19,6 +19,11 @@ struct Statistics {
   /// tensors under the codec's bypass threshold, codec/bypass.hpp).
   std::uint64_t elements_compressed = 0;
   std::uint64_t bytes_compressed = 0;     ///< of bytes_sent, those of compressed units
+  // Differential transmission (DGT, priority::Contribution), summed over units:
+  std::uint64_t blocks_important = 0;    ///< blocks classified important (sent reliably)
+  std::uint64_t blocks_best_effort = 0;  ///< unimportant blocks this rank sent as datagrams
+  std::uint64_t blocks_dropped = 0;      ///< of those, blocks its server did not take in time
+  std::uint64_t datagrams_rejected = 0;  ///< datagrams this rank's server refused
 
   double compressed_share() const { return elements ? double(elements_compressed) / double(elements) : 0.0; }
   double compressed_bytes_share() const { return bytes_sent ? double(bytes_compressed) / double(bytes_sent) : 0.0; }
@@ -42,6 +47,13 @@ class StatisticsRecorder {
     add(wire_ns_, wire);
   }
   void iteration() { iterations_.fetch_add(1); }
+  /// A unit's blocks under differential transmission: important, sent best-effort, dropped, rejected.
+  void blocks(std::uint64_t important, std::uint64_t best_effort, std::uint64_t dropped, std::uint64_t rejected) {
+    blocks_important_.fetch_add(important);
+    blocks_best_effort_.fetch_add(best_effort);
+    blocks_dropped_.fetch_add(dropped);
+    datagrams_rejected_.fetch_add(rejected);
+  }
   void exposed_wait(clock::duration d) { add(exposed_wait_ns_, d); }
 
   Statistics snapshot() const {
@@ -55,6 +67,10 @@ class StatisticsRecorder {
     s.elements = elements_.load();
     s.elements_compressed = elements_compressed_.load();
     s.bytes_compressed = bytes_compressed_.load();
+    s.blocks_important = blocks_important_.load();
+    s.blocks_best_effort = blocks_best_effort_.load();
+    s.blocks_dropped = blocks_dropped_.load();
+    s.datagrams_rejected = datagrams_rejected_.load();
     return s;
   }
 
@@ -63,7 +79,7 @@ class StatisticsRecorder {
     acc.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
   }
   std::atomic<std::uint64_t> units_{0}, bytes_sent_{0}, iterations_{0}, elements_{0}, elements_compressed_{0},
-      bytes_compressed_{0};
+      bytes_compressed_{0}, blocks_important_{0}, blocks_best_effort_{0}, blocks_dropped_{0}, datagrams_rejected_{0};
   std::atomic<std::int64_t> queued_ns_{0}, wire_ns_{0}, exposed_wait_ns_{0};
 };
 

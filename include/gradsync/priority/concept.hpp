@@ -40,6 +40,41 @@ concept ObservingPriority = Priority<P> &&
   };
 // clang-format on
 
+/// A priority that also classifies each unit's blocks of block_elements() as important or not
+/// (DGT's Contribution): important blocks travel reliably, the others best-effort. It may answer
+/// classifies() at run time (AnyPriority: only when DGT was chosen).
+// clang-format off
+template <class P>
+concept ClassifyingPriority = ObservingPriority<P> &&
+  requires(const P p, std::uint32_t index, float loss_ratio, std::vector<std::uint8_t>& important) {
+    { p.classify(index, loss_ratio, important) };
+    { p.block_elements() } -> std::convertible_to<std::uint32_t>;
+  };
+// clang-format on
+
+/// Whether `p` classifies blocks (see ClassifyingPriority).
+template <class P>
+bool classifies(const P& p) {
+  if constexpr (!ClassifyingPriority<P>) return false;
+  else if constexpr (requires { p.classifies(); }) return p.classifies();
+  else return true;
+}
+
+/// Calls p.prepare(units) when the priority has it (state sized per unit, once, at construction).
+template <class P>
+void prepare(P& p, const std::vector<Unit>& units) {
+  if constexpr (requires { p.prepare(units); }) p.prepare(units);
+}
+
+/// Whether `p`'s keys may change between iterations (an ObservingPriority whose key depends on
+/// what it observed); a priority that only observes for another purpose says rekeys() == false.
+template <class P>
+bool rekeys(const P& p) {
+  if constexpr (!ObservingPriority<P>) return false;
+  else if constexpr (requires { p.rekeys(); }) return p.rekeys();
+  else return true;
+}
+
 /// Unit `index`'s key under `p` now.
 template <class P>
 std::uint32_t key_of(const P& p, std::uint32_t index, const Unit& u) {

@@ -29,6 +29,8 @@ class PeerAbort {
   /// `t`: a transport that still sends after the synchronizer's own one is cancelled.
   PeerAbort(transport::Transport& t, std::uint64_t session) : t_(t), session_(session) {}
 
+  std::uint64_t session() const { return session_; }
+
   /// Sends every peer `error`'s text (best effort: a peer may be gone already).
   void tell(std::exception_ptr error) {
     std::string text = "unknown error";

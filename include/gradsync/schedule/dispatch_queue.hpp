@@ -16,8 +16,9 @@ namespace gradsync::schedule {
 struct Decision {
   std::int64_t iteration = 0;
   std::uint32_t unit = 0;
-  std::uint32_t reserved = 0;  // explicit padding: the struct goes on the wire
+  float loss_ratio = 1.0f;  ///< rank 0's loss_t / loss_0 when it decided (DGT's share of important blocks)
 };
+static_assert(sizeof(Decision) == 16);  // it goes on the wire
 
 class DispatchQueue {
  public:

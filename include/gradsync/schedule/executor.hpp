@@ -51,6 +51,7 @@ class Executors {
   struct Slot {
     collective::Workspace ws;
     std::vector<float> fused;
+    std::vector<std::uint8_t> important;  // DGT: the unit's block classification
   };
 
   explicit Executors(Parts parts) : p_(parts), slots_(parts.options.inflight_units) {
@@ -81,7 +82,7 @@ class Executors {
                         ": ranks must call finish_iteration() in step");
       p_.control.update([&] { ++busy_; });
       try {
-        run_unit(slot, d->unit, d->iteration, sequence);
+        run_unit(slot, *d, sequence);
       } catch (...) {
         p_.control.update([&] { --busy_; });
         throw;
@@ -93,7 +94,9 @@ class Executors {
  private:
   using clock = std::chrono::steady_clock;
 
-  void run_unit(Slot& slot, std::uint32_t u, std::int64_t iteration, std::uint64_t sequence) {
+  void run_unit(Slot& slot, const Decision& d, std::uint64_t sequence) {
+    const std::uint32_t u = d.unit;
+    const std::int64_t iteration = d.iteration;
     const Unit& unit = p_.table.unit(u);
     const auto started = clock::now();
     std::span<float> data = unit.fused() ? std::span(slot.fused).first(unit.elements) : p_.table.span(unit.segments[0]);
@@ -105,8 +108,18 @@ class Executors {
     const codec::EncodeContext ctx{
         .seed = p_.options.seed, .iteration = static_cast<std::uint64_t>(iteration), .unit = u, .residual = p_.table.residual(u)};
     collective::Job job{data, u, ctx, p_.options.average, sequence, priority::key_of(p_.priority, u, unit)};
+    collective::BlockCounts blocks;
+    if constexpr (priority::ClassifyingPriority<Priority>)
+      if (priority::classifies(p_.priority)) {  // from shared information only: alike on every rank
+        p_.priority.classify(u, d.loss_ratio, slot.important);
+        job.important = slot.important;
+        job.block = p_.priority.block_elements();
+        job.blocks = &blocks;
+        blocks.important = static_cast<std::uint64_t>(std::ranges::count(slot.important, 1));
+      }
     const std::size_t sent = fp32 ? p_.collective.run(p_.t, codec::Identity{}, job, slot.ws)
                                    : p_.collective.run(p_.t, p_.codec, job, slot.ws);
+    if (job.blocks) p_.stats.blocks(blocks.important, blocks.best_effort, blocks.dropped, blocks.rejected);
     if constexpr (priority::ObservingPriority<Priority>) p_.priority.observe(u, unit, data);
     if (unit.fused()) {
       std::size_t off = 0;

@@ -16,6 +16,7 @@
 ///
 /// The window (Options::credit_bytes, Options::inflight_units) bounds what is on the wire at once
 /// so a late, urgent unit waits for little; a unit larger than the credit still goes, alone.
+#include <atomic>
 #include <chrono>
 #include <span>
 #include <vector>
@@ -77,6 +78,8 @@ class Leader {
   void finished(std::uint32_t u) {
     if (leads()) window_.give_back(bytes(u));
   }
+  /// Rank 0's latest loss_t / loss_0, sent with every decision from now on (DGT).
+  void loss_ratio(float ratio) { loss_ratio_.store(ratio); }
   /// The communication thread's body, until the control stops.
   void run() { leads() ? lead() : follow(); }
   /// Wakes the communication thread after Control::stop().
@@ -95,7 +98,7 @@ class Leader {
         continue;
       }
       if (!window_.take(bytes(*u))) return;
-      const Decision d{table_.ready_iteration(*u), *u};
+      const Decision d{table_.ready_iteration(*u), *u, loss_ratio_.load()};
       for (int r = 1; r < t_.size(); ++r) t_.send(r, transport::schedule_tag, std::as_bytes(std::span(&d, 1)));
       dispatch_.push(d);
     }
@@ -119,6 +122,7 @@ class Leader {
   DispatchQueue& dispatch_;
   PriorityLanes lanes_;
   CreditWindow window_;
+  std::atomic<float> loss_ratio_{1.0f};
 };
 
 }  // namespace gradsync::schedule

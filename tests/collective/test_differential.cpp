@@ -1,0 +1,282 @@
+// DGT: the contribution estimate and classification against hand-computed values, p following
+// the loss, the parameter server's deadline with datagrams deliberately lost, the residual
+// bringing dropped gradient mass back, identical replicas, and every kind of bad datagram refused.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <deque>
+#include <mutex>
+
+#include <gradsync/collective/differential.hpp>
+#include <gradsync/priority/contribution.hpp>
+
+#include "support/ranks.hpp"
+
+using namespace gradsync;
+
+TEST_CASE("contribution: sliding average of mean |g| per block, top p% important", "[dgt]") {
+  priority::Contribution c{.alpha = 0.3f, .p0 = 1.0f, .block = 4};
+  const std::vector<Unit> units{Unit{{{0, 0, 16}}, 16}, Unit{{{1, 0, 6}}, 6}};
+  c.prepare(units);
+  // block means 1, 4, 2, 3: C = 0.7 * mean
+  const std::vector<float> g{1, -1, 1, -1, 4, 4, -4, 4, 2, 2, 2, -2, 3, -3, 3, 3};
+  c.observe(0, units[0], g);
+  REQUIRE_THAT(std::vector<float>(c.contribution(0).begin(), c.contribution(0).end()),
+               Catch::Matchers::Approx(std::vector<float>{0.7f, 2.8f, 1.4f, 2.1f}));
+  std::vector<std::uint8_t> important;
+  c.classify(0, 0.5f, important);  // p = 0.5: the two largest
+  CHECK(important == std::vector<std::uint8_t>{0, 1, 0, 1});
+  c.classify(0, 1.0f, important);
+  CHECK(important == std::vector<std::uint8_t>{1, 1, 1, 1});
+  // means 5, 0, 0, 0: C = 0.3 C + 0.7 mean = 3.71, 0.84, 0.42, 0.63
+  c.observe(0, units[0], std::vector<float>{5, 5, 5, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0});
+  REQUIRE_THAT(std::vector<float>(c.contribution(0).begin(), c.contribution(0).end()),
+               Catch::Matchers::Approx(std::vector<float>{3.71f, 0.84f, 0.42f, 0.63f}));
+  c.classify(0, 0.25f, important);
+  CHECK(important == std::vector<std::uint8_t>{1, 0, 0, 0});
+  // a short last block is averaged over its own elements; ties go to the lower index
+  c.observe(1, units[1], std::vector<float>{2, 2, 2, 2, 2, 2});
+  c.classify(1, 0.5f, important);
+  CHECK(important == std::vector<std::uint8_t>{1, 0});
+}
+
+TEST_CASE("contribution: p = p0 * loss_t / loss_0, clamped to [0, 1]; bad knobs refused", "[dgt]") {
+  CHECK(priority::Contribution{.p0 = 1.0f}.share(1.0f) == 1.0);
+  CHECK(priority::Contribution{.p0 = 1.0f}.share(0.5f) == 0.5);
+  CHECK(priority::Contribution{.p0 = 0.5f}.share(0.4f) == Approx(0.2));
+  CHECK(priority::Contribution{.p0 = 1.0f}.share(3.0f) == 1.0);
+  CHECK_THROWS_WITH(priority::AnyPriority::parse("dgt:alpha=1.5"), Catch::Contains("alpha"));
+  CHECK_THROWS_WITH(priority::AnyPriority::parse("dgt:p0=0"), Catch::Contains("p0"));
+  CHECK_THROWS_WITH(priority::AnyPriority::parse("dgt:beta=1"), Catch::Contains("valid: fifo, forward, dgt"));
+  const auto p = std::get<priority::Contribution>(priority::AnyPriority::parse("dgt:alpha=0.5:p0=0.8:block=512").policy);
+  CHECK(p.alpha == 0.5f);
+  CHECK(p.p0 == 0.8f);
+  CHECK(p.block == 512);
+}
+
+namespace {
+/// Best-effort channels in memory for the ranks of one test; drop(src, dst, n) decides whether
+/// the n-th datagram from src to dst is lost.
+class MemoryChannels {
+ public:
+  explicit MemoryChannels(int ranks, std::function<bool(int, int, int)> drop) : inbox_(ranks), sent_(ranks), drop_(std::move(drop)) {}
+  std::unique_ptr<transport::BestEffort> channel(int rank) { return std::make_unique<Channel>(*this, rank); }
+
+ private:
+  struct Channel final : transport::BestEffort {
+    Channel(MemoryChannels& m, int rank) : m(m), rank(rank) {}
+    void send(int dst, std::span<const std::byte> data) override {
+      std::lock_guard lock(m.mutex_);
+      if (m.drop_(rank, dst, m.sent_[rank]++)) return;
+      m.inbox_[dst].push_back({rank, std::vector<std::byte>(data.begin(), data.end())});
+    }
+    std::optional<Received> try_recv(std::span<std::byte> out) override {
+      std::lock_guard lock(m.mutex_);
+      if (m.inbox_[rank].empty()) return std::nullopt;
+      auto [src, bytes] = std::move(m.inbox_[rank].front());
+      m.inbox_[rank].pop_front();
+      std::memcpy(out.data(), bytes.data(), std::min(bytes.size(), out.size()));
+      return Received{src, bytes.size()};
+    }
+    std::string describe() const override { return "memory channel " + std::to_string(rank); }
+    MemoryChannels& m;
+    int rank;
+  };
+  std::mutex mutex_;
+  std::vector<std::deque<std::pair<int, std::vector<std::byte>>>> inbox_;
+  std::vector<int> sent_;
+  std::function<bool(int, int, int)> drop_;
+};
+
+using Dgt = Synchronizer<slicing::FixedSlices, priority::Contribution, codec::Identity, collective::ParameterServer>;
+const ModelLayout kLayout{{"conv.weight", 9000}, {"conv.bias", 40}, {"fc.weight", 5000}};
+
+float gradient(int rank, std::size_t layer, int iteration, std::size_t i) {
+  return testing::grad_value(rank, layer, iteration, i) * (i % 1024 < 300 ? 4.0f : 1.0f);  // some blocks matter more
+}
+
+struct Outcome {
+  std::vector<std::vector<std::vector<float>>> aggregates;  // [iteration][layer][element]
+  std::vector<float> residuals;
+  std::vector<Unit> units;
+  Statistics stats;
+};
+
+/// `iterations` iterations of DGT in sum mode, the loss ratio falling to `final_ratio`.
+std::vector<Outcome> run_dgt(int ranks, MemoryChannels* channels, int iterations, float final_ratio) {
+  return testing::run_ranks<Outcome>(ranks, [&](int r, transport::Transport& t) {
+    collective::ParameterServer ps;
+    if (channels) ps.best_effort_channel = [&](transport::Transport& tt) { return channels->channel(tt.rank()); };
+    Dgt sync(t, kLayout, Options{.average = false}, {.slicing = {.max_elements = 4000}, .priority = {.block = 512}, .collective = ps});
+    Outcome o;
+    for (int it = 0; it < iterations; ++it) {
+      sync.report_loss(it == 0 ? 2.0f : 2.0f * final_ratio);
+      std::vector<std::vector<float>> g(kLayout.num_layers());
+      for (std::size_t l = g.size(); l-- > 0;) {
+        g[l].resize(kLayout.layer(l).elements);
+        for (std::size_t i = 0; i < g[l].size(); ++i) g[l][i] = gradient(r, l, it, i);
+        sync.gradient_ready(l, g[l]);
+      }
+      sync.finish_iteration();
+      sync.wait_all();
+      o.aggregates.push_back(std::move(g));
+    }
+    o.residuals.assign(sync.residuals().begin(), sync.residuals().end());
+    o.units = sync.units();
+    o.stats = sync.stats();
+    return o;
+  });
+}
+
+/// Per element: delivered over all iterations + every rank's residual - all gradients sent.
+double worst_lost_mass(const std::vector<Outcome>& got, int iterations) {
+  const int ranks = static_cast<int>(got.size());
+  std::vector<std::vector<double>> balance(kLayout.num_layers());
+  for (std::size_t l = 0; l < kLayout.num_layers(); ++l) {
+    balance[l].assign(kLayout.layer(l).elements, 0.0);
+    for (std::size_t i = 0; i < balance[l].size(); ++i)
+      for (int it = 0; it < iterations; ++it) {
+        balance[l][i] += got[0].aggregates[it][l][i];
+        for (int r = 0; r < ranks; ++r) balance[l][i] -= gradient(r, l, it, i);
+      }
+  }
+  for (const Outcome& o : got) {
+    std::size_t at = 0;
+    for (const Unit& u : o.units)
+      for (const Segment& s : u.segments)
+        for (std::size_t i = 0; i < s.length; ++i) balance[s.layer][s.offset + i] += o.residuals[at++];
+  }
+  double worst = 0;
+  for (const auto& layer : balance)
+    for (double b : layer) worst = std::max(worst, std::abs(b));
+  return worst;
+}
+}  // namespace
+
+TEST_CASE("DGT over the parameter server: late blocks dropped at the deadline, kept in the residual, mass conserved",
+          "[dgt]") {
+  const int ranks = GENERATE(2, 3, 4);
+  constexpr int iterations = 5;
+  // Every 3rd datagram from every rank is lost on the way.
+  MemoryChannels lossy(ranks, [](int, int, int n) { return n % 3 == 0; });
+  const auto got = run_dgt(ranks, &lossy, iterations, 0.5f);
+  for (int r = 1; r < ranks; ++r) REQUIRE(got[r].aggregates == got[0].aggregates);  // identical replicas
+  Statistics all;
+  for (const Outcome& o : got) {
+    all.blocks_important += o.stats.blocks_important;
+    all.blocks_best_effort += o.stats.blocks_best_effort;
+    all.blocks_dropped += o.stats.blocks_dropped;
+  }
+  CAPTURE(ranks, all.blocks_important, all.blocks_best_effort, all.blocks_dropped);
+  REQUIRE(all.blocks_best_effort > 0);  // p fell with the loss: some blocks went best-effort
+  REQUIRE(all.blocks_dropped > 0);      // and some of those were lost
+  REQUIRE(all.blocks_dropped < all.blocks_best_effort);
+  const double lost = worst_lost_mass(got, iterations);
+  CAPTURE(lost);
+  REQUIRE(lost < 1e-4 * ranks * iterations);  // nothing lost for good: the residuals hold it
+  REQUIRE(std::ranges::any_of(got[0].residuals, [](float x) { return x != 0.0f; }));
+}
+
+TEST_CASE("DGT with no loss on the way equals the reliable parameter server; with the loss flat all blocks are important",
+          "[dgt]") {
+  const int ranks = 3;
+  MemoryChannels perfect(ranks, [](int, int, int) { return false; });
+  const auto got = run_dgt(ranks, &perfect, 3, 0.5f);
+  const auto flat = run_dgt(ranks, &perfect, 3, 1.0f);
+  CHECK(flat[0].stats.blocks_best_effort == 0);
+  CHECK(got[0].stats.blocks_dropped == 0);
+  for (int it = 0; it < 3; ++it)
+    for (std::size_t l = 0; l < kLayout.num_layers(); ++l)
+      for (std::size_t i = 0; i < kLayout.layer(l).elements; ++i) {
+        double sum = 0;
+        for (int r = 0; r < ranks; ++r) sum += gradient(r, l, it, i);
+        REQUIRE(got[0].aggregates[it][l][i] == Approx(sum).margin(1e-5));
+      }
+}
+
+TEST_CASE("DGT over real UDP sockets (loopback or this host's address)", "[dgt]") {
+  const auto got = run_dgt(2, nullptr, 4, 0.3f);
+  REQUIRE(got[1].aggregates == got[0].aggregates);
+  CHECK(got[0].stats.blocks_best_effort + got[1].stats.blocks_best_effort > 0);
+  CHECK(worst_lost_mass(got, 4) < 1e-3);
+}
+
+TEST_CASE("DGT needs the parameter server and fp32, and says so", "[dgt]") {
+  transport::InProcessGroup g(1);
+  CHECK_THROWS_WITH(AnySynchronizer(g.rank(0), kLayout, {"fixed:4000", "dgt", "fp32", "ring"}),
+                    Catch::Contains("best-effort over the parameter server") && Catch::Contains("use 'ps'"));
+  CHECK_THROWS_WITH(AnySynchronizer(g.rank(0), kLayout, {"fixed:4000", "dgt", "qsgd8", "ps"}),
+                    Catch::Contains("sends fp32 blocks") && Catch::Contains("use 'fp32'"));
+}
+
+namespace {
+/// Hands the router a fixed list of datagrams.
+struct Scripted final : transport::BestEffort {
+  std::deque<std::pair<int, std::vector<std::byte>>> queue;
+  void send(int, std::span<const std::byte>) override {}
+  std::optional<Received> try_recv(std::span<std::byte> out) override {
+    if (queue.empty()) return std::nullopt;
+    auto [src, bytes] = std::move(queue.front());
+    queue.pop_front();
+    std::memcpy(out.data(), bytes.data(), std::min(bytes.size(), out.size()));
+    return Received{src, bytes.size()};
+  }
+  std::string describe() const override { return "scripted"; }
+};
+
+std::vector<std::byte> piece(std::uint64_t session, std::int64_t iteration, std::uint32_t unit, std::uint32_t k, int src,
+                             std::size_t count, float value) {
+  collective::detail::PieceHeader h{.session = session, .iteration = iteration, .unit = unit, .piece = k,
+                                    .src = static_cast<std::uint32_t>(src), .count = static_cast<std::uint32_t>(count)};
+  std::vector<std::byte> d(sizeof h + 4 * count);
+  for (std::size_t i = 0; i < count; ++i) std::memcpy(d.data() + sizeof h + 4 * i, &value, 4);
+  std::memcpy(d.data(), &h, sizeof h);
+  h.crc = collective::detail::crc_of(d);
+  std::memcpy(d.data(), &h, sizeof h);
+  return d;
+}
+}  // namespace
+
+TEST_CASE("the server's router refuses corrupt, foreign, duplicate, misplaced and late datagrams, and counts them",
+          "[dgt]") {
+  Scripted channel;
+  collective::detail::DatagramRouter router(channel, 77, 0, 4);
+  const collective::detail::Pieces pieces(1024, 512);  // 2 blocks of 2 pieces of 256
+  const std::vector<std::uint8_t> important{1, 0};     // pieces 2 and 3 go best-effort
+  std::vector<std::vector<std::uint8_t>> taken(3, std::vector<std::uint8_t>(pieces.count, 0));
+  std::vector<std::vector<float>> stage(3, std::vector<float>(1024, 0.0f));
+  collective::detail::Inbox box{5, 2, &pieces, important, &taken, &stage};
+
+  auto good = piece(77, 5, 2, 2, 1, 256, 1.5f);
+  auto corrupt = good;
+  corrupt.back() ^= std::byte{1};
+  channel.queue = {{1, piece(77, 5, 2, 3, 1, 256, 2.0f)}};  // early: before the unit collects
+  router.pump();
+  router.open(box);
+  CHECK(taken[1][3] == 1);  // the early piece was kept and applied
+  channel.queue = {
+      {1, good},                                  // taken
+      {1, good},                                  // duplicate
+      {1, corrupt},                               // CRC mismatch
+      {-1, piece(77, 5, 2, 2, 2, 256, 1.0f)},     // not from a peer
+      {2, piece(77, 5, 2, 2, 1, 256, 1.0f)},      // claims another sender
+      {2, piece(78, 5, 2, 2, 2, 256, 1.0f)},      // another synchronizer's session
+      {2, piece(77, 5, 2, 0, 2, 256, 1.0f)},      // piece of an important block
+      {2, piece(77, 5, 2, 9, 2, 256, 1.0f)},      // no such piece
+      {2, piece(77, 5, 2, 3, 2, 100, 1.0f)},      // wrong length
+      {2, piece(77, 5, 9, 3, 2, 256, 1.0f)},      // no such unit
+      {0, piece(77, 5, 2, 3, 0, 256, 1.0f)},      // from the server itself
+      {2, std::vector<std::byte>(12)},            // too short
+  };
+  router.pump();
+  CHECK(taken[1][2] == 1);
+  CHECK(stage[1][512] == 1.5f);
+  CHECK(stage[1][768] == 2.0f);
+  CHECK(taken[2] == std::vector<std::uint8_t>(pieces.count, 0));
+  CHECK(router.take_rejected() == 11);
+  router.close(box);
+  channel.queue = {{2, piece(77, 5, 2, 2, 2, 256, 1.0f)}, {2, piece(77, 4, 2, 2, 2, 256, 1.0f)}};  // late, older
+  router.pump();
+  CHECK(taken[2][2] == 0);
+  CHECK(router.take_rejected() == 2);
+}
