@@ -103,6 +103,12 @@ def analyse(root):
             run["samples"] = r["samples"]
         runs.append(run)
 
+    for model in {r["model"] for r in runs}:
+        counts = {(r["kind"], r["parameters"]) for r in runs if r["model"] == model and r["ok"]}
+        if len({n for _, n in counts}) > 1:
+            sys.exit(f"report: the {model}s differ: parameters {sorted(counts)} (ddp.py must build "
+                     "trainer/src/models.cpp's model)")
+
     compute = {(r["model"], r["policy"]): r for r in runs if r["link"] == "none" and r["ok"]}
     ddp = {(r["model"], r["link"]): r for r in runs if r["policy"] == "ddp" and r["ok"]}
     for r in runs:
