@@ -12,7 +12,9 @@ Definitions (per model and link; N ranks, P parameters, b bits per element on th
              and a parameter server sharded over all ranks alike), over the link rate (tc's
              nominal rate; for an unlimited link the rate one TCP stream measured)
   bound      max(compute only of the same trainer, wire); ratios are iteration / bound and
-             iteration / DDP's iteration on the same link"""
+             iteration / DDP's iteration on the same link
+  node 0 sent  bytes node 0's link carried per counted iteration (link counters, so with TCP/IP
+             and MPI or gloo headers), and their average rate"""
 import argparse
 import json
 import math
@@ -55,13 +57,13 @@ def link_rates(records):
     return rates
 
 
-def node0_gbps(samples_path, start, end):
-    """Average Gbit/s node 0 sent between two Unix times, from linkmon's counters."""
-    rows = read_samples(samples_path)
-    inside = [r for r in rows if start <= r[0] <= end]
+def node0_sent(samples_path, start, end):
+    """(bytes, seconds) node 0 sent between two Unix times, from linkmon's counters (with TCP/IP
+    and MPI/gloo headers: what really crossed the link)."""
+    inside = [r for r in read_samples(samples_path) if start <= r[0] <= end]
     if len(inside) < 2:
-        return None
-    return (inside[-1][1] - inside[0][1]) * 8 / (inside[-1][0] - inside[0][0]) / 1e9
+        return None, None
+    return inside[-1][1] - inside[0][1], inside[-1][0] - inside[0][0]
 
 
 def read_samples(path):
@@ -93,13 +95,15 @@ def analyse(root):
             run["iteration_s"], run["busy_s"], run["counted"] = measured(m, r["warmup"])
             run["parameters"] = m["parameters"]
             run["images_per_s"] = r["nodes"] * m["config"]["batch_per_rank"] / run["iteration_s"]
-            sent = m.get("sync", {}).get("rank0_bytes_sent")
-            run["sent_mb_per_iteration"] = sent / m["iterations"] / 1e6 if sent is not None and m["iterations"] else None
+            sent = m.get("sync", {}).get("rank0_bytes_sent")  # gradsync's own count (payload)
+            run["rank0_payload_mb_per_iteration"] = sent / m["iterations"] / 1e6 if sent is not None else None
             its = m["iteration_seconds"]
             start = m["first_iteration_unix"] + sum(its[: r["warmup"]])
             run["window_unix"] = [start, m["first_iteration_unix"] + sum(its)]
             run["iteration_ends_unix"] = [m["first_iteration_unix"] + sum(its[: i + 1]) for i in range(len(its))]
-            run["node0_tx_gbps"] = node0_gbps(os.path.join(root, r["samples"]), *run["window_unix"])
+            wire, seconds = node0_sent(os.path.join(root, r["samples"]), *run["window_unix"])
+            run["node0_wire_mb_per_iteration"] = wire / 1e6 / run["counted"] if wire is not None else None
+            run["node0_tx_gbps"] = wire * 8 / seconds / 1e9 if wire is not None else None
             run["samples"] = r["samples"]
         runs.append(run)
 
@@ -150,7 +154,7 @@ def table(rates, runs):
                 out.append(f"- compute only, {what}: {fmt(r.get('iteration_s'), 3)} s/iteration"
                            + ("" if r["ok"] else " (FAILED)"))
         out.append("\n| link | policy | iteration (s) | busy (s) | wire bound (s) | bound (s) | x bound | x DDP "
-                   "| sent MB/iter | node 0 sends (Gbit/s) |")
+                   "| node 0 sent MB/iter | node 0 sends (Gbit/s) |")
         out.append("|---|---|---|---|---|---|---|---|---|---|")
         rows = sorted((r for r in mine if r["link"] != "none"),
                       key=lambda r: (link_key(rates)(r["link"]), POLICY_ORDER.index(r["policy"])))
@@ -160,7 +164,7 @@ def table(rates, runs):
                 continue
             out.append(f"| {r['link']} | {r['policy']} | {fmt(r['iteration_s'], 3)} | {fmt(r['busy_s'], 3)} "
                        f"| {fmt(r['wire_s'], 3)} | {fmt(r['bound_s'], 3)} | {fmt(r['ratio_to_bound'])} "
-                       f"| {fmt(r['ratio_to_ddp'])} | {fmt(r['sent_mb_per_iteration'], 1)} | {fmt(r['node0_tx_gbps'])} |")
+                       f"| {fmt(r['ratio_to_ddp'])} | {fmt(r['node0_wire_mb_per_iteration'], 1)} | {fmt(r['node0_tx_gbps'])} |")
         out.append("")
     links = ", ".join(f"{k} {fmt(v['measured_bps'] / 1e9 if v['measured_bps'] else None)}"
                       for k, v in sorted(rates.items(), key=lambda kv: link_key(rates)(kv[0])))
@@ -184,14 +188,15 @@ def throughput_plot(root, rates, runs, model):
         return None
     path = os.path.join(root, "plots", f"throughput-{model}.dat")
     with open(path, "w") as f:
-        f.write("\t".join(["link", "gbps"] + policies + [k + " only" for k, _ in computes]) + "\n")
-        for link in links:
-            gbps = rates[link]["bound_bps"] / 1e9
+        names = {"compute": "gradsync compute only", "ddp-compute": "DDP compute only"}
+        f.write("\t".join(["link", "x"] + policies + [names[k] for k, _ in computes]) + "\n")
+        for x, link in enumerate(links):
             by_policy = {r["policy"]: r["images_per_s"] for r in mine if r["link"] == link}
             cells = [f"{by_policy[p]:.3f}" if p in by_policy else "?" for p in policies]
-            f.write("\t".join([link, f"{gbps:.4g}"] + cells + [f"{r['images_per_s']:.3f}" for _, r in computes]) + "\n")
+            label = link if rates[link]["nominal_bps"] else f"{link} ({rates[link]['measured_bps'] / 1e9:.1f}G)"
+            f.write("\t".join([label, str(x)] + cells + [f"{r['images_per_s']:.3f}" for _, r in computes]) + "\n")
     png = path[:-4] + ".png"
-    gnuplot("throughput.gp", datafile=path, out=png, npolicies=len(policies), ncols=2 + len(policies) + len(computes),
+    gnuplot("throughput.gp", datafile=path, out=png, nlinks=len(links), npolicies=len(policies), ncols=2 + len(policies) + len(computes),
             title=f"{model}, {mine[0]['nodes']} nodes: throughput against link bandwidth")
     return png
 

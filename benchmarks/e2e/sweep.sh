@@ -6,18 +6,7 @@ set -uo pipefail
 E2E_DIR=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$E2E_DIR/../.." && pwd)
 source "$E2E_DIR/topology.sh"
-
-# Synchronization policies: gradsync-train flags, and the bits each gradient element costs on the
-# wire (for the wire bound; QSGD-8: 8 bits plus a 32-bit scale per 512-element bucket).
-declare -A POLICY_FLAGS=(
-  [wfbp]="--slicing whole --priority fifo --codec fp32 --collective ring"
-  [p3]="--slicing fixed:40000 --priority forward --codec fp32 --collective ring"
-  [p3-fp16]="--slicing fixed:40000 --priority forward --codec fp16 --collective ring"
-  [p3-qsgd8]="--slicing fixed:40000 --priority forward --codec qsgd8 --collective ring"
-  [ps]="--slicing fixed:40000 --priority forward --codec fp32 --collective ps"
-)
-declare -A POLICY_BITS=([wfbp]=32 [p3]=32 [p3-fp16]=16 [p3-qsgd8]=8.0625 [ps]=32 [ddp]=32)
-ALL_POLICIES=wfbp,p3,p3-fp16,p3-qsgd8,ps,ddp
+source "$E2E_DIR/policies.sh"
 
 models=vgg11,resnet20 width=1 nodes=2 links=unlimited,10gbit,1gbit,300mbit policies=$ALL_POLICIES
 iterations=12 warmup=2 batch=32 threads=1 run_timeout=900 install=1 trace=0
@@ -199,29 +188,36 @@ compute_runs() {
     "${train[@]}" --compute-only --metrics "$out/raw/$tag.rank%RANK%.json"
 }
 
-echo "sweep: $nodes nodes ($TOPO_ID), models $models x$width, links $links, policies $policies, $iterations iterations ($warmup warm-up), results in $out"
-for m in "${model_list[@]}"; do
-  use_model "$m"
-  echo "$model, compute only ($nodes replicas at once, no synchronization):"
-  compute_runs
-done
-for link in "${link_list[@]}"; do
-  topo_shape all "$link"
-  bps=$(topo_linkspeed 0 1 1)
-  record link="$link" measured_bps="${bps:-0}"
-  echo "link $link: one TCP stream carries $(awk -v b="${bps:-0}" 'BEGIN {printf "%.2f", b / 1e9}') Gbit/s"
+# The sweep itself; one function, so that bash has read all of it before it starts: editing or
+# checking out this file during a sweep (hours) cannot change what the running sweep does.
+main() {
+  echo "sweep: $nodes nodes ($TOPO_ID), models $models x$width, links $links, policies $policies, $iterations iterations ($warmup warm-up), results in $out"
   for m in "${model_list[@]}"; do
     use_model "$m"
-    for policy in "${policy_list[@]}"; do
-      if [ "$policy" = ddp ]; then
-        ddp_run "$model.$link.ddp" "$link"
-      else
-        gradsync_run "$model.$link.$policy" "$link" "$policy"
-      fi
+    echo "$model, compute only ($nodes replicas at once, no synchronization):"
+    compute_runs
+  done
+  for link in "${link_list[@]}"; do
+    topo_shape all "$link"
+    bps=$(topo_linkspeed 0 1 1)
+    record link="$link" measured_bps="${bps:-0}"
+    echo "link $link: one TCP stream carries $(awk -v b="${bps:-0}" 'BEGIN {printf "%.2f", b / 1e9}') Gbit/s"
+    for m in "${model_list[@]}"; do
+      use_model "$m"
+      for policy in "${policy_list[@]}"; do
+        if [ "$policy" = ddp ]; then
+          ddp_run "$model.$link.ddp" "$link"
+        else
+          gradsync_run "$model.$link.$policy" "$link" "$policy"
+        fi
+      done
     done
   done
-done
-topo_destroy
+  topo_destroy
 
-/usr/bin/python3 "$E2E_DIR/report.py" "$out" || die "report.py failed on $out"
-[ $failed -eq 0 ] || die "$failed run(s) failed: their logs are in $out/raw"
+  /usr/bin/python3 "$E2E_DIR/report.py" "$out" || die "report.py failed on $out"
+  [ $failed -eq 0 ] || die "$failed run(s) failed: their logs are in $out/raw"
+}
+
+main
+exit

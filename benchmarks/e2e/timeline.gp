@@ -6,6 +6,7 @@ set title title
 set xlabel "seconds since the first measured iteration began"
 set ylabel "Gbit/s (10 ms bins)"
 set yrange [0:ymax]
+set autoscale xfix
 set grid
 set key outside bottom center horizontal
 do for [m in marks] { set arrow from m, graph 0 to m, graph 1 nohead dt 2 lc rgb "gray40" }
