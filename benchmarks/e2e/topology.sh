@@ -152,7 +152,9 @@ topo_restore() { ip -n "$(topo_ns br)" link set "p$1" master br0; }
 # topo_mpirun LOG mpirun-arguments...: mpirun in the launcher namespace with the ranks' daemons
 # started in the nodes' namespaces (rsh_agent.sh) and every byte between ranks over the links
 # (btl tcp restricted to the topology's subnet: no shared memory, no loopback). Output goes to
-# LOG. A daemon start that fails (TOPO_MPI_START_FAILURE) is retried; returns mpirun's status.
+# LOG. --bind-to none: every node's daemon believes it has the machine to itself and binds its
+# first rank to core 0, so all ranks (compute and communication threads) would share one core.
+# A daemon start that fails (TOPO_MPI_START_FAILURE) is retried; returns mpirun's status.
 # TOPO_TIMEOUT (seconds, default none) ends an attempt that runs longer (status 124).
 topo_mpirun() {
   local log=$1 attempt rc
@@ -163,7 +165,7 @@ topo_mpirun() {
     local from
     from=$(wc -l <"$log")
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -k 10 "${TOPO_TIMEOUT:-0}" \
-      ip netns exec "$(topo_ns run)" mpirun --oversubscribe \
+      ip netns exec "$(topo_ns run)" mpirun --oversubscribe --bind-to none \
       --mca plm_rsh_agent "$TOPO_E2E_DIR/rsh_agent.sh" --mca btl self,tcp \
       --mca btl_tcp_if_include "$TOPO_SUBNET" --mca oob_tcp_if_include "$TOPO_SUBNET" "$@" >>"$log" 2>&1 &
     wait $! # (a foreground command would hold off the INT/TERM traps until it ended)
