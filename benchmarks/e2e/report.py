@@ -14,7 +14,9 @@ Definitions (per model and link; N ranks, P parameters, b bits per element on th
   bound      max(compute only of the same trainer, wire); ratios are iteration / bound and
              iteration / DDP's iteration on the same link
   node 0 sent  bytes node 0's link carried per counted iteration (link counters, so with TCP/IP
-             and MPI or gloo headers), and their average rate"""
+             and MPI or gloo headers), and their average rate
+  others     cores that processes outside the run kept busy during it (a build, say): timings
+             are only comparable between runs with similar values"""
 import argparse
 import json
 import math
@@ -88,6 +90,7 @@ def analyse(root):
         if "policy" not in r:
             continue
         run = {k: r[k] for k in ("model", "width", "nodes", "link", "policy", "kind", "bits", "rc")}
+        run["others_cores"] = r.get("others_cores")
         path = os.path.join(root, r["metrics"])
         run["ok"] = r["rc"] == 0 and os.path.exists(path)
         if run["ok"]:
@@ -152,19 +155,20 @@ def table(rates, runs):
             if r["link"] == "none":
                 what = "gradsync-train" if r["kind"] == "gradsync" else "PyTorch"
                 out.append(f"- compute only, {what}: {fmt(r.get('iteration_s'), 3)} s/iteration"
-                           + ("" if r["ok"] else " (FAILED)"))
+                           + (f" (other processes: {fmt(r['others_cores'])} cores)" if r["ok"] else " (FAILED)"))
         out.append("\n| link | policy | iteration (s) | busy (s) | wire bound (s) | bound (s) | x bound | x DDP "
-                   "| node 0 sent MB/iter | node 0 sends (Gbit/s) |")
-        out.append("|---|---|---|---|---|---|---|---|---|---|")
+                   "| node 0 sent MB/iter | node 0 sends (Gbit/s) | others (cores) |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
         rows = sorted((r for r in mine if r["link"] != "none"),
                       key=lambda r: (link_key(rates)(r["link"]), POLICY_ORDER.index(r["policy"])))
         for r in rows:
             if not r["ok"]:
-                out.append(f"| {r['link']} | {r['policy']} | FAILED (status {r['rc']}) | | | | | | | |")
+                out.append(f"| {r['link']} | {r['policy']} | FAILED (status {r['rc']}) | | | | | | | | |")
                 continue
             out.append(f"| {r['link']} | {r['policy']} | {fmt(r['iteration_s'], 3)} | {fmt(r['busy_s'], 3)} "
                        f"| {fmt(r['wire_s'], 3)} | {fmt(r['bound_s'], 3)} | {fmt(r['ratio_to_bound'])} "
-                       f"| {fmt(r['ratio_to_ddp'])} | {fmt(r['node0_wire_mb_per_iteration'], 1)} | {fmt(r['node0_tx_gbps'])} |")
+                       f"| {fmt(r['ratio_to_ddp'])} | {fmt(r['node0_wire_mb_per_iteration'], 1)} | {fmt(r['node0_tx_gbps'])} "
+                       f"| {fmt(r['others_cores'])} |")
         out.append("")
     links = ", ".join(f"{k} {fmt(v['measured_bps'] / 1e9 if v['measured_bps'] else None)}"
                       for k, v in sorted(rates.items(), key=lambda kv: link_key(rates)(kv[0])))

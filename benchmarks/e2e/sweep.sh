@@ -127,6 +127,11 @@ on_each_node() {
   return $rc
 }
 
+cpu_ticks() { # "MACHINE OURS": busy ticks of all cores (/proc/stat), user + system ticks of our reaped children
+  awk '/^cpu / {printf "%d ", $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat
+  awk '{sub(/.*\) /, ""); print $14 + $15}' /proc/$$/stat
+}
+
 # measure TAG LINK POLICY KIND COMMAND...: runs COMMAND (rank 0 writes raw/TAG.json) while the
 # bridge ports' counters are sampled, and records the run.
 measure() {
@@ -135,7 +140,9 @@ measure() {
   # (ip itself, not the topo_exec function, in the background: $! must be the monitor's own pid)
   ip netns exec "$(topo_ns br)" /usr/bin/python3 "$E2E_DIR/linkmon.py" --ports "$ports" --out "$out/raw/$tag.link.tsv" &
   local monitor=$!
+  local before
   start=$(date +%s.%N)
+  before=$(cpu_ticks)
   "$@"
   rc=$?
   kill -TERM $monitor
@@ -143,12 +150,17 @@ measure() {
   # Runs of one process per node write a metrics file per rank: node 0's is the run's.
   [ ! -e "$out/raw/$tag.rank0.json" ] || mv -f "$out/raw/$tag.rank0.json" "$out/raw/$tag.json"
   local took
-  took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN {printf "%.0f", b - a}')
+  local took others
+  took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
+  # Cores the rest of the machine kept busy meanwhile (a build, other jobs): all CPU time on the
+  # machine less this run's (the sweep's children, rusage of every descendant once reaped).
+  others=$(echo "$before $(cpu_ticks)" | awk -v t="$took" -v hz="$(getconf CLK_TCK)" \
+    '{printf "%.2f", (($3 - $1) - ($4 - $2)) / hz / t}')
   record model="$model" width="$width" nodes="$nodes" link="$link" policy="$policy" kind="$kind" \
     bits="${POLICY_BITS[$policy]:-32}" warmup="$warmup" rc=$rc metrics="raw/$tag.json" log="raw/$tag.log" \
-    samples="raw/$tag.link.tsv"
+    samples="raw/$tag.link.tsv" seconds="$took" others_cores="$others"
   if [ $rc -eq 0 ] && [ -s "$out/raw/$tag.json" ]; then
-    echo "  $tag: $(/usr/bin/python3 "$E2E_DIR/report.py" --median "$out/raw/$tag.json" "$warmup") s/iteration ($took s)"
+    echo "  $tag: $(/usr/bin/python3 "$E2E_DIR/report.py" --median "$out/raw/$tag.json" "$warmup") s/iteration ($took s; other processes kept $others cores busy)"
   else
     failed=$((failed + 1))
     echo "  $tag: FAILED (status $rc; see $out/raw/$tag.log)"
