@@ -39,8 +39,8 @@ def cpu_accounting(prefix):
                 v = line.split()
                 if v[0] == "thread" and len(v) == 4:
                     threads[v[1]] = (int(v[2]) / 1e9, int(v[3]) / 1e9)
-                elif v[0] == "ours":
-                    totals["ours"] = int(v[1]) / CLOCK_TICKS
+                elif v[0] == "ours" and len(v) == 2:  # absent without a cgroup v2 hierarchy
+                    totals["ours"] = float(v[1])
                 elif v[0] == "machine":
                     totals["machine"], totals["steal"] = int(v[1]) / CLOCK_TICKS, int(v[2]) / CLOCK_TICKS
         return threads, totals
@@ -101,10 +101,12 @@ def main():
     print("### The machine during the perf window (cores busy, on average)\n")
     print("| | synchronized | compute only |\n|---|---|---|")
     for label, f in [("all processes (/proc/stat)", lambda a: a["machine"]),
-                     ("this topology's processes (every rank, mpirun, daemons)", lambda a: a["ours"]),
-                     ("everything else on the machine", lambda a: a["machine"] - a["ours"]),
+                     ("this topology's processes (every rank, mpirun, daemons)", lambda a: a.get("ours")),
+                     ("everything else on the machine", lambda a: a["machine"] - a["ours"] if "ours" in a else None),
                      ("of which stolen by the hypervisor", lambda a: a["steal"])]:
-        print(f"| {label} | {f(acct['sync']) / window['sync']:.2f} | {f(acct['compute']) / window['compute']:.2f} |")
+        cells = [f(acct[name]) for name in ("sync", "compute")]
+        print(f"| {label} | " + " | ".join("-" if c is None else f"{c / window[n]:.2f}"
+                                           for c, n in zip(cells, ("sync", "compute"))) + " |")
     print()
 
     print("### Rank 0's CPU seconds per iteration, by kind of code (perf cpu-clock samples x its CPU time)\n")

@@ -99,16 +99,14 @@ profile_rank() {
 
 # cpu_times PID: the CPU accounting profile.py compares before and after the window, one line each:
 #   thread TID CPU_NS RUNQUEUE_WAIT_NS    per thread of PID (/proc/.../schedstat)
-#   ours TICKS                            user + system time of every process in the topology
+#   ours SECONDS                          CPU time of everything the topology runs (its cgroup)
 #   machine BUSY_TICKS STEAL_TICKS        all cores (/proc/stat), steal: taken by the hypervisor
 cpu_times() {
-  local task ns p
+  local task
   for task in /proc/"$1"/task/*; do
     echo "thread ${task##*/} $(cut -d' ' -f1,2 "$task/schedstat" 2>/dev/null)"
   done
-  for ns in $(ip netns list | awk -v p="^$TOPO_ID-" '$1 ~ p {print $1}'); do
-    for p in $(ip netns pids "$ns"); do cat "/proc/$p/stat" 2>/dev/null; done
-  done | awk '{sub(/.*\) /, ""); t += $12 + $13} END {print "ours", t + 0}'
+  echo "ours $(topo_cpu_seconds)"
   awk '/^cpu / {print "machine", $2 + $3 + $4 + $7 + $8 + $9, $9}' /proc/stat
 }
 

@@ -99,12 +99,13 @@ export TOPO_TIMEOUT=$run_timeout
 ports=$(for i in $(topo_nodes); do printf 'p%s,' "$i"; done)
 ports=${ports%,}
 
-# record KEY=VALUE...: one line of runs.jsonl (values are numbers or plain words: no quoting needed).
+# record KEY=VALUE...: one line of runs.jsonl (values are numbers, plain words or empty: null).
 record() {
   local kv fields=()
   for kv in "$@"; do
     local v=${kv#*=}
-    [[ $v =~ ^-?[0-9.]+$ ]] || v="\"$v\""
+    [ -n "$v" ] || v=null
+    [[ $v =~ ^(-?[0-9.]+|null)$ ]] || v="\"$v\""
     fields+=("\"${kv%%=*}\": $v")
   done
   (IFS=,; echo "{${fields[*]}}") >>"$runs"
@@ -127,9 +128,8 @@ on_each_node() {
   return $rc
 }
 
-cpu_ticks() { # "MACHINE OURS": busy ticks of all cores (/proc/stat), user + system ticks of our reaped children
-  awk '/^cpu / {printf "%d ", $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat
-  awk '{sub(/.*\) /, ""); print $14 + $15}' /proc/$$/stat
+machine_busy_seconds() { # CPU time of all cores since boot, idle excluded (/proc/stat)
+  awk -v hz="$(getconf CLK_TCK)" '/^cpu / {printf "%.3f\n", ($2 + $3 + $4 + $7 + $8 + $9) / hz}' /proc/stat
 }
 
 # measure TAG LINK POLICY KIND COMMAND...: runs COMMAND (rank 0 writes raw/TAG.json) while the
@@ -142,7 +142,7 @@ measure() {
   local monitor=$!
   local before
   start=$(date +%s.%N)
-  before=$(cpu_ticks)
+  before="$(machine_busy_seconds) $(topo_cpu_seconds)"
   "$@"
   rc=$?
   kill -TERM $monitor
@@ -153,14 +153,14 @@ measure() {
   local took others
   took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
   # Cores the rest of the machine kept busy meanwhile (a build, other jobs): all CPU time on the
-  # machine less this run's (the sweep's children, rusage of every descendant once reaped).
-  others=$(echo "$before $(cpu_ticks)" | awk -v t="$took" -v hz="$(getconf CLK_TCK)" \
-    '{printf "%.2f", (($3 - $1) - ($4 - $2)) / hz / t}')
+  # machine less the topology's (unknown without a cgroup v2 hierarchy).
+  others=$(echo "$before $(machine_busy_seconds) $(topo_cpu_seconds)" |
+    awk -v t="$took" 'NF == 4 {printf "%.2f", (($3 - $1) - ($4 - $2)) / t}')
   record model="$model" width="$width" nodes="$nodes" link="$link" policy="$policy" kind="$kind" \
     bits="${POLICY_BITS[$policy]:-32}" warmup="$warmup" rc=$rc metrics="raw/$tag.json" log="raw/$tag.log" \
     samples="raw/$tag.link.tsv" seconds="$took" others_cores="$others"
   if [ $rc -eq 0 ] && [ -s "$out/raw/$tag.json" ]; then
-    echo "  $tag: $(/usr/bin/python3 "$E2E_DIR/report.py" --median "$out/raw/$tag.json" "$warmup") s/iteration ($took s; other processes kept $others cores busy)"
+    echo "  $tag: $(/usr/bin/python3 "$E2E_DIR/report.py" --median "$out/raw/$tag.json" "$warmup") s/iteration ($took s; other processes kept ${others:-?} cores busy)"
   else
     failed=$((failed + 1))
     echo "  $tag: FAILED (status $rc; see $out/raw/$tag.log)"

@@ -12,6 +12,7 @@
 #   topo_exec 0 hostname        # a command in node 0's namespace
 #   topo_mpirun run.log -np 2 --host "$(topo_hosts)" ./prog   # mpirun across the nodes, retried
 #   topo_cut 1; topo_restore 1  # node 1's link silently drops everything / carries again
+#   topo_cpu_seconds            # CPU time of this shell and all it started since topo_create
 #   topo_destroy                # also runs on EXIT, INT and TERM once topo_create has run
 #
 # Layout (addresses in TOPO_SUBNET; every namespace is its own network, so two topologies with
@@ -76,6 +77,7 @@ topo_create() {
   trap topo_destroy EXIT
   trap 'exit 130' INT # exit runs the EXIT trap
   trap 'exit 143' TERM
+  topo_cgroup_join
   local br
   br=$(topo_ns br)
   ip netns add "$br" || topo_die "cannot create network namespace $br (is this a container without CAP_SYS_ADMIN?)"
@@ -114,7 +116,36 @@ topo_destroy() {
     [ -z "$pids" ] || kill -KILL $pids 2>/dev/null
   fi
   for ns in $namespaces; do ip netns del "$ns"; done
+  topo_cgroup_leave
   TOPO_ID=
+}
+
+# The calling shell and everything it starts from now on join a cgroup (v2) of the topology's
+# own, so that topo_cpu_seconds counts every process of the runs - also those mpirun's daemons
+# leave to init, whose CPU time never reaches their parents' rusage. Without a writable cgroup v2
+# hierarchy, TOPO_CGROUP stays empty and topo_cpu_seconds prints nothing.
+topo_cgroup_join() {
+  local root
+  root=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
+  TOPO_CGROUP=
+  [ -n "$root" ] && mkdir "$root/$TOPO_ID" 2>/dev/null || return 0
+  if echo $$ 2>/dev/null >"$root/$TOPO_ID/cgroup.procs"; then
+    TOPO_CGROUP=$root/$TOPO_ID
+  else
+    rmdir "$root/$TOPO_ID"
+  fi
+}
+topo_cpu_seconds() {
+  [ -z "${TOPO_CGROUP:-}" ] || awk '$1 == "usage_usec" {printf "%.3f\n", $2 / 1e6}' "$TOPO_CGROUP/cpu.stat"
+}
+# Back to the parent cgroup; whatever is left in ours (it escaped the namespaces) is killed.
+topo_cgroup_leave() {
+  [ -n "${TOPO_CGROUP:-}" ] || return 0
+  echo $$ >"$(dirname "$TOPO_CGROUP")/cgroup.procs"
+  [ ! -e "$TOPO_CGROUP/cgroup.kill" ] || echo 1 >"$TOPO_CGROUP/cgroup.kill"
+  local _
+  for _ in $(seq 20); do rmdir "$TOPO_CGROUP" 2>/dev/null && break; sleep 0.1; done
+  TOPO_CGROUP=
 }
 
 # Shapes node i's link (or every node's: "all") to rate in both directions; "unlimited" removes it.
@@ -177,15 +208,25 @@ topo_mpirun() {
   return $rc
 }
 
-# Deletes the namespaces of topologies whose shell is gone (killed with SIGKILL: no trap ran).
+# Deletes the namespaces and cgroups of topologies whose shell is gone (killed with SIGKILL: no
+# trap ran).
 topo_clean_stale() {
-  local ns pid
+  local ns pid cgroup root
   for ns in $(ip netns list | awk -v p="^$TOPO_PREFIX-" '$1 ~ p {print $1}'); do
     pid=${ns#"$TOPO_PREFIX"-}
     pid=${pid%%-*}
     kill -0 "$pid" 2>/dev/null && continue
     echo "topology: removing stale namespace $ns (its shell $pid is gone)" >&2
     TOPO_ID=${ns%-*} topo_destroy
+  done
+  root=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
+  for cgroup in "${root:-/nonexistent}/$TOPO_PREFIX"-*; do
+    [ -d "$cgroup" ] || continue
+    pid=${cgroup##*/"$TOPO_PREFIX"-}
+    kill -0 "${pid%%-*}" 2>/dev/null && continue
+    [ ! -e "$cgroup/cgroup.kill" ] || echo 1 >"$cgroup/cgroup.kill"
+    sleep 0.1
+    rmdir "$cgroup" && echo "topology: removed stale cgroup $cgroup" >&2
   done
 }
 
