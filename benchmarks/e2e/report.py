@@ -27,7 +27,8 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-POLICY_ORDER = ["wfbp", "p3", "p3-fp16", "p3-qsgd8", "ps", "ddp"]
+COMPUTE = ["compute", "ddp-compute"]  # the compute-only runs, measured before each model's runs on each link
+POLICY_ORDER = COMPUTE + ["wfbp", "p3", "p3-fp16", "p3-qsgd8", "ps", "ddp"]
 
 
 def load_json(path):
@@ -116,16 +117,16 @@ def analyse(root):
             sys.exit(f"report: the {model}s differ: parameters {sorted(counts)} (ddp.py must build "
                      "trainer/src/models.cpp's model)")
 
-    compute = {(r["model"], r["policy"]): r for r in runs if r["link"] == "none" and r["ok"]}
+    compute = {(r["model"], r["link"], r["policy"]): r for r in runs if r["policy"] in COMPUTE and r["ok"]}
     ddp = {(r["model"], r["link"]): r for r in runs if r["policy"] == "ddp" and r["ok"]}
     for r in runs:
-        if not r["ok"] or r["link"] == "none":
+        if not r["ok"] or r["policy"] in COMPUTE:
             continue
         n, rate = r["nodes"], rates.get(r["link"], {}).get("bound_bps")
         must_send = 2 * (n - 1) / n * r["parameters"] * r["bits"] / 8
         r["must_send_mb"] = must_send / 1e6
         r["wire_s"] = must_send * 8 / rate if rate else None
-        c = compute.get((r["model"], "ddp-compute" if r["kind"] == "ddp" else "compute"))
+        c = compute.get((r["model"], r["link"], "ddp-compute" if r["kind"] == "ddp" else "compute"))
         r["compute_only_s"] = c["iteration_s"] if c else None
         parts = [x for x in (r["compute_only_s"], r["wire_s"]) if x]
         r["bound_s"] = max(parts) if parts else None
@@ -151,24 +152,18 @@ def table(rates, runs):
         first = next((r for r in mine if r["ok"]), None)
         out.append(f"### {model} (width {mine[0]['width']}, {fmt(first and first['parameters'] / 1e6, 1)} M parameters, "
                    f"{mine[0]['nodes']} nodes)\n")
-        for r in mine:
-            if r["link"] == "none":
-                what = "gradsync-train" if r["kind"] == "gradsync" else "PyTorch"
-                out.append(f"- compute only, {what}: {fmt(r.get('iteration_s'), 3)} s/iteration"
-                           + (f" (other processes: {fmt(r['others_cores'])} cores)" if r["ok"] else " (FAILED)"))
-        out.append("\n| link | policy | iteration (s) | busy (s) | wire bound (s) | bound (s) | x bound | x DDP "
+        out.append("| link | run | iteration (s) | busy (s) | wire bound (s) | bound (s) | x bound | x DDP "
                    "| node 0 sent MB/iter | node 0 sends (Gbit/s) | others (cores) |")
         out.append("|---|---|---|---|---|---|---|---|---|---|---|")
-        rows = sorted((r for r in mine if r["link"] != "none"),
-                      key=lambda r: (link_key(rates)(r["link"]), POLICY_ORDER.index(r["policy"])))
-        for r in rows:
+        for r in sorted(mine, key=lambda r: (link_key(rates)(r["link"]), POLICY_ORDER.index(r["policy"]))):
+            name = {"compute": "gradsync compute only", "ddp-compute": "DDP compute only"}.get(r["policy"], r["policy"])
             if not r["ok"]:
-                out.append(f"| {r['link']} | {r['policy']} | FAILED (status {r['rc']}) | | | | | | | | |")
+                out.append(f"| {r['link']} | {name} | FAILED (status {r['rc']}) | | | | | | | | |")
                 continue
-            out.append(f"| {r['link']} | {r['policy']} | {fmt(r['iteration_s'], 3)} | {fmt(r['busy_s'], 3)} "
-                       f"| {fmt(r['wire_s'], 3)} | {fmt(r['bound_s'], 3)} | {fmt(r['ratio_to_bound'])} "
-                       f"| {fmt(r['ratio_to_ddp'])} | {fmt(r['node0_wire_mb_per_iteration'], 1)} | {fmt(r['node0_tx_gbps'])} "
-                       f"| {fmt(r['others_cores'])} |")
+            out.append(f"| {r['link']} | {name} | {fmt(r['iteration_s'], 3)} | {fmt(r['busy_s'], 3)} "
+                       f"| {fmt(r.get('wire_s'), 3)} | {fmt(r.get('bound_s'), 3)} | {fmt(r.get('ratio_to_bound'))} "
+                       f"| {fmt(r.get('ratio_to_ddp'))} | {fmt(r['node0_wire_mb_per_iteration'], 1)} "
+                       f"| {fmt(r['node0_tx_gbps'])} | {fmt(r['others_cores'])} |")
         out.append("")
     links = ", ".join(f"{k} {fmt(v['measured_bps'] / 1e9 if v['measured_bps'] else None)}"
                       for k, v in sorted(rates.items(), key=lambda kv: link_key(rates)(kv[0])))
@@ -185,22 +180,23 @@ def gnuplot(script, **params):
 
 def throughput_plot(root, rates, runs, model):
     mine = [r for r in runs if r["model"] == model and r["ok"]]
-    policies = [p for p in POLICY_ORDER if any(r["policy"] == p and r["link"] != "none" for r in mine)]
-    links = sorted({r["link"] for r in mine if r["link"] != "none"}, key=link_key(rates))
-    computes = [(k, r) for k in ("compute", "ddp-compute") for r in mine if r["policy"] == k]
+    # The synchronized policies first, then the compute-only runs (drawn dashed: the ceilings).
+    columns = [p for p in POLICY_ORDER[len(COMPUTE):] + COMPUTE if any(r["policy"] == p for r in mine)]
+    links = sorted({r["link"] for r in mine}, key=link_key(rates))
     if not links:
         return None
     path = os.path.join(root, "plots", f"throughput-{model}.dat")
     with open(path, "w") as f:
         names = {"compute": "gradsync compute only", "ddp-compute": "DDP compute only"}
-        f.write("\t".join(["link", "x"] + policies + [names[k] for k, _ in computes]) + "\n")
+        f.write("\t".join(["link", "x"] + [names.get(p, p) for p in columns]) + "\n")
         for x, link in enumerate(links):
             by_policy = {r["policy"]: r["images_per_s"] for r in mine if r["link"] == link}
-            cells = [f"{by_policy[p]:.3f}" if p in by_policy else "?" for p in policies]
+            cells = [f"{by_policy[p]:.3f}" if p in by_policy else "?" for p in columns]
             label = link if rates[link]["nominal_bps"] else f"{link} ({rates[link]['measured_bps'] / 1e9:.1f}G)"
-            f.write("\t".join([label, str(x)] + cells + [f"{r['images_per_s']:.3f}" for _, r in computes]) + "\n")
+            f.write("\t".join([label, str(x)] + cells) + "\n")
     png = path[:-4] + ".png"
-    gnuplot("throughput.gp", datafile=path, out=png, nlinks=len(links), npolicies=len(policies), ncols=2 + len(policies) + len(computes),
+    policies = sum(p not in COMPUTE for p in columns)
+    gnuplot("throughput.gp", datafile=path, out=png, nlinks=len(links), npolicies=policies, ncols=2 + len(columns),
             title=f"{model}, {mine[0]['nodes']} nodes: throughput against link bandwidth")
     return png
 
@@ -250,7 +246,8 @@ def main():
     swept = sorted(rates, key=link_key(rates))
     timeline_link = a.timeline_link or ("1gbit" if "1gbit" in rates else swept[0] if swept else None)
     plots = [throughput_plot(a.dir, rates, runs, m) for m in dict.fromkeys(r["model"] for r in runs)]
-    plots += [timeline_plot(a.dir, rates, r) for r in runs if r["ok"] and r["link"] == timeline_link]
+    plots += [timeline_plot(a.dir, rates, r) for r in runs
+              if r["ok"] and r["link"] == timeline_link and r["policy"] not in COMPUTE]
     print("plots:", " ".join(os.path.basename(p) for p in plots if p))
 
 

@@ -188,15 +188,16 @@ ddp_run() { # tag link
     /usr/bin/python3 "$E2E_DIR/ddp.py" "${train[@]}" --metrics "$out/raw/$1.json"
 }
 
-# Compute only: every node runs its own replica at once with no synchronization, so the CPU is
-# shared as in the synchronized runs (N ranks on this machine's cores); node 0's times count.
-compute_runs() {
-  local tag=$model.compute
-  measure "$tag" none compute gradsync on_each_node "$out/raw/$tag.log" "$trainer" "${train[@]}" --ranks 1 \
+# Compute only, before each model's runs on each link (the machine's load drifts: the bound must
+# be measured next to what it bounds): every node runs its own replica at once with no
+# synchronization, so the cores are shared as in the synchronized runs; node 0's times count.
+compute_runs() { # link
+  local tag=$model.$1.compute
+  measure "$tag" "$1" compute gradsync on_each_node "$out/raw/$tag.log" "$trainer" "${train[@]}" --ranks 1 \
     --sync local --dataset synthetic --no-eval -q --metrics "$out/raw/$tag.rank%RANK%.json"
   [ $with_ddp = 1 ] || return 0
-  tag=$model.ddp-compute
-  measure "$tag" none ddp-compute ddp on_each_node "$out/raw/$tag.log" /usr/bin/python3 "$E2E_DIR/ddp.py" \
+  tag=$model.$1.ddp-compute
+  measure "$tag" "$1" ddp-compute ddp on_each_node "$out/raw/$tag.log" /usr/bin/python3 "$E2E_DIR/ddp.py" \
     "${train[@]}" --compute-only --metrics "$out/raw/$tag.rank%RANK%.json"
 }
 
@@ -204,11 +205,6 @@ compute_runs() {
 # checking out this file during a sweep (hours) cannot change what the running sweep does.
 main() {
   echo "sweep: $nodes nodes ($TOPO_ID), models $models x$width, links $links, policies $policies, $iterations iterations ($warmup warm-up), results in $out"
-  for m in "${model_list[@]}"; do
-    use_model "$m"
-    echo "$model, compute only ($nodes replicas at once, no synchronization):"
-    compute_runs
-  done
   for link in "${link_list[@]}"; do
     topo_shape all "$link"
     bps=$(topo_linkspeed 0 1 1)
@@ -216,6 +212,7 @@ main() {
     echo "link $link: one TCP stream carries $(awk -v b="${bps:-0}" 'BEGIN {printf "%.2f", b / 1e9}') Gbit/s"
     for m in "${model_list[@]}"; do
       use_model "$m"
+      compute_runs "$link"
       for policy in "${policy_list[@]}"; do
         if [ "$policy" = ddp ]; then
           ddp_run "$model.$link.ddp" "$link"
