@@ -60,12 +60,14 @@ main() {
   profile_rank 0 "$out/sync"
   wait $job || die "the synchronized run failed: see $out/run.log"
 
-  # Compute only, node 0 alone: the same model with no synchronization, profiled the same way.
-  topo_exec 0 "$trainer" "${common[@]}" --iterations "$compute_iterations" --ranks 1 --sync local \
-    --trace "$out/compute-trace.json" --metrics "$out/compute-metrics.json" >"$out/compute.log" 2>&1 &
+  # Compute only: every node runs its own replica at once with no synchronization (the cores
+  # shared as in the synchronized run), node 0's profiled the same way.
+  topo_on_each_node "$out/compute.log" "$trainer" "${common[@]}" --iterations "$compute_iterations" --ranks 1 \
+    --sync local --trace "$out/compute-trace.json.%RANK%" --metrics "$out/compute-metrics.json.%RANK%" &
   job=$!
   profile_rank 0 "$out/compute"
   wait $job || die "the compute-only run failed: see $out/compute.log"
+  mv "$out/compute-trace.json.0" "$out/compute-trace.json" && mv "$out/compute-metrics.json.0" "$out/compute-metrics.json"
   topo_destroy
 
   /usr/bin/python3 "$E2E_DIR/profile.py" "$out" | tee "$out/summary.md"

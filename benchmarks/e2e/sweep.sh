@@ -111,23 +111,6 @@ record() {
   (IFS=,; echo "{${fields[*]}}") >>"$runs"
 }
 
-# on_each_node LOG COMMAND...: COMMAND in every node's namespace at once, %RANK% replaced by the
-# node's index; waits for all, returns the first failure. Ends them at --run-timeout.
-on_each_node() {
-  local log=$1 i pids=() rc=0
-  shift
-  for i in $(topo_nodes); do
-    topo_exec "$i" timeout -k 10 "$run_timeout" "${@//%RANK%/$i}" >>"$log" 2>&1 &
-    pids+=($!)
-  done
-  for i in "${pids[@]}"; do
-    wait "$i"
-    local status=$?
-    [ $rc -ne 0 ] || rc=$status
-  done
-  return $rc
-}
-
 machine_busy_seconds() { # CPU time of all cores since boot, idle excluded (/proc/stat)
   awk -v hz="$(getconf CLK_TCK)" '/^cpu / {printf "%.3f\n", ($2 + $3 + $4 + $7 + $8 + $9) / hz}' /proc/stat
 }
@@ -183,7 +166,7 @@ gradsync_run() { # tag link policy
 ddp_port=29500
 ddp_run() { # tag link
   ddp_port=$((ddp_port + 1)) # a fresh port: the last run's may still be in TIME_WAIT
-  measure "$1" "$2" ddp ddp on_each_node "$out/raw/$1.log" env RANK=%RANK% WORLD_SIZE="$nodes" \
+  measure "$1" "$2" ddp ddp topo_on_each_node "$out/raw/$1.log" env RANK=%RANK% WORLD_SIZE="$nodes" \
     MASTER_ADDR="$(topo_addr 0)" MASTER_PORT=$ddp_port GLOO_SOCKET_IFNAME=eth0 \
     /usr/bin/python3 "$E2E_DIR/ddp.py" "${train[@]}" --metrics "$out/raw/$1.json"
 }
@@ -193,11 +176,11 @@ ddp_run() { # tag link
 # synchronization, so the cores are shared as in the synchronized runs; node 0's times count.
 compute_runs() { # link
   local tag=$model.$1.compute
-  measure "$tag" "$1" compute gradsync on_each_node "$out/raw/$tag.log" "$trainer" "${train[@]}" --ranks 1 \
+  measure "$tag" "$1" compute gradsync topo_on_each_node "$out/raw/$tag.log" "$trainer" "${train[@]}" --ranks 1 \
     --sync local --dataset synthetic --no-eval -q --metrics "$out/raw/$tag.rank%RANK%.json"
   [ $with_ddp = 1 ] || return 0
   tag=$model.$1.ddp-compute
-  measure "$tag" "$1" ddp-compute ddp on_each_node "$out/raw/$tag.log" /usr/bin/python3 "$E2E_DIR/ddp.py" \
+  measure "$tag" "$1" ddp-compute ddp topo_on_each_node "$out/raw/$tag.log" /usr/bin/python3 "$E2E_DIR/ddp.py" \
     "${train[@]}" --compute-only --metrics "$out/raw/$tag.rank%RANK%.json"
 }
 

@@ -11,6 +11,7 @@
 #   topo_shape all 1gbit        # or one node: topo_shape 1 300mbit; "unlimited" removes the shaping
 #   topo_exec 0 hostname        # a command in node 0's namespace
 #   topo_mpirun run.log -np 2 --host "$(topo_hosts)" ./prog   # mpirun across the nodes, retried
+#   topo_on_each_node run.log ./prog --rank %RANK%            # a process per node, no mpirun
 #   topo_cut 1; topo_restore 1  # node 1's link silently drops everything / carries again
 #   topo_cpu_seconds            # CPU time of this shell and all it started since topo_create
 #   topo_destroy                # also runs on EXIT, INT and TERM once topo_create has run
@@ -204,6 +205,24 @@ topo_mpirun() {
     [ $rc -eq 0 ] && return 0
     tail -n +"$((from + 1))" "$log" | grep -qE "$TOPO_MPI_START_FAILURE" || return $rc
     echo "=== topo_mpirun: an MPI daemon failed to start in its namespace; retrying" >>"$log"
+  done
+  return $rc
+}
+
+# topo_on_each_node LOG COMMAND...: COMMAND in every node's namespace at once, %RANK% replaced by
+# the node's index, output to LOG; waits for all and returns the first failure. TOPO_TIMEOUT
+# (seconds, default none) ends them.
+topo_on_each_node() {
+  local log=$1 i pids=() rc=0 status
+  shift
+  for i in $(topo_nodes); do
+    topo_exec "$i" timeout -k 10 "${TOPO_TIMEOUT:-0}" "${@//%RANK%/$i}" >>"$log" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do
+    wait "$i"
+    status=$?
+    [ $rc -ne 0 ] || rc=$status
   done
   return $rc
 }
