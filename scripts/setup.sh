@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Installs the Debian packages gradsync needs. Idempotent: skips what is installed,
-# runs `apt-get update` once before installing, uses sudo when not root.
+# Installs the Debian packages gradsync needs, and any named as arguments (the end-to-end harness
+# names its own). Idempotent: skips what is installed, runs `apt-get update` once before
+# installing, uses sudo when not root.
 set -euo pipefail
 packages=(build-essential cmake make pkg-config libopenmpi-dev openmpi-bin libboost-dev
   libeigen3-dev catch2 libbenchmark-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
-  dataset-fashion-mnist gnuplot-nox libtbb-dev)
+  dataset-fashion-mnist gnuplot-nox libtbb-dev "$@")
 # Thrust for the codec kernels: the CUDA toolkit's CCCL when installed, else Debian's.
 [ -e /usr/local/cuda/include/cccl/thrust/version.h ] || [ -e /usr/local/cuda/include/thrust/version.h ] ||
   packages+=(libthrust-dev)

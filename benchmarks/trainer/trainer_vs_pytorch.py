@@ -1,7 +1,8 @@
 """PyTorch side of trainer_vs_pytorch: the same vgg11 / resnet20 as gradsync's trainer
-(trainer/src/models.cpp) on 1x28x28, forward + cross-entropy + backward, best seconds per batch.
+(trainer/src/models.cpp, at any --width) on 1x28x28, forward + cross-entropy + backward, best seconds per batch.
 Prints one "name wall_seconds cpu_seconds" line per model (process CPU time: robust on a shared machine)."""
 import argparse
+import math
 import time
 
 import torch
@@ -9,7 +10,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-def vgg11(classes=10, size=28):
+def scaled(base, width):
+    """Channels at a width multiplier, rounded as the trainer's Builder::scaled (std::lround, at least 1)."""
+    return max(1, math.floor(base * width + 0.5))
+
+
+def vgg11(classes=10, size=28, width=1.0):
     layers, c, h = [], 1, size
     for v in [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"]:
         if v == "M":
@@ -17,10 +23,12 @@ def vgg11(classes=10, size=28):
                 layers.append(nn.MaxPool2d(2, 2))
                 h //= 2
             continue
+        v = scaled(v, width)
         layers += [nn.Conv2d(c, v, 3, padding=1), nn.ReLU(inplace=True)]
         c = v
-    return nn.Sequential(*layers, nn.Flatten(), nn.Linear(c * h * h, 4096), nn.ReLU(True), nn.Dropout(0.5),
-                         nn.Linear(4096, 4096), nn.ReLU(True), nn.Dropout(0.5), nn.Linear(4096, classes))
+    hidden = scaled(4096, width)
+    return nn.Sequential(*layers, nn.Flatten(), nn.Linear(c * h * h, hidden), nn.ReLU(True), nn.Dropout(0.5),
+                         nn.Linear(hidden, hidden), nn.ReLU(True), nn.Dropout(0.5), nn.Linear(hidden, classes))
 
 
 class Block(nn.Module):
@@ -39,9 +47,10 @@ class Block(nn.Module):
         return F.relu(out + (self.downsample(x) if self.downsample is not None else x))
 
 
-def resnet20(classes=10, channels=1):
-    layers, c = [nn.Conv2d(channels, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(True)], 16
-    for stage, planes in enumerate([16, 32, 64]):
+def resnet20(classes=10, channels=1, width=1.0):
+    c = scaled(16, width)
+    layers = [nn.Conv2d(channels, c, 3, 1, 1, bias=False), nn.BatchNorm2d(c), nn.ReLU(True)]
+    for stage, planes in enumerate(scaled(p, width) for p in [16, 32, 64]):
         for i in range(3):
             layers.append(Block(c, planes, 2 if i == 0 and stage > 0 else 1))
             c = planes

@@ -305,8 +305,17 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
       std::size_t done_in_run = 0;
       for (std::size_t it = start; it < end; ++it) {
         const std::size_t epoch = it / bpe, index = it % bpe;
+        const auto it_start = Clock::now();
+        const double wait_before = rank.wait_seconds();
+        if (lead && it == start)
+          result.first_iteration_unix =
+              std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
         loader.batch(epoch, index, x, y);
         const auto [loss, ok] = rank.step(x, y, cfg.seed, it, schedule(it));
+        if (lead) {
+          result.iteration_seconds.push_back(since(it_start));
+          result.iteration_wait_seconds.push_back(rank.wait_seconds() - wait_before);
+        }
         ++done_in_run;
         const bool epoch_end = index == bpe - 1 || it + 1 == total;
         const bool save_now = !cfg.checkpoint.empty() && (epoch_end || it + 1 == end ||

@@ -60,6 +60,11 @@ struct TrainResult {
   double test_loss = 0, test_accuracy = 0;    ///< last evaluation
   std::size_t parameters = 0;
   double sync_wait_seconds = 0;               ///< rank 0 blocked in wait_for (exposed communication)
+  /// Rank 0, per iteration of this call: wall seconds (batch + step; nothing else runs between two
+  /// iterations but epoch ends) and the part blocked in wait_for; when the first one began (Unix
+  /// seconds), so that outside measurements (link counters) can be lined up with iterations.
+  std::vector<double> iteration_seconds, iteration_wait_seconds;
+  double first_iteration_unix = 0;
   std::uint64_t skipped_steps = 0;            ///< mixed: steps skipped for overflow (the same on every rank)
   float loss_scale = 0;                       ///< mixed: the final loss scale
   std::vector<std::vector<float>> weights;    ///< rank 0's final parameters, forward order

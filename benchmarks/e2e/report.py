@@ -1,0 +1,255 @@
+"""Turns a sweep's results directory (runs.jsonl + raw/) into results.json, table.md and plots:
+plots/throughput-<model>.png (images/s against link bandwidth for every policy, like P3's Figure 7) and
+plots/timeline-<model>-<link>-<policy>.png (node 0's link over three iterations, like P3's Figure 8).
+  report.py DIR [--timeline-link 1gbit]   (default: 1gbit if swept, else the slowest link)
+  report.py --median METRICS.json WARMUP  (the median iteration after warm-up, for progress lines)
+
+Definitions (per model and link; N ranks, P parameters, b bits per element on the wire):
+  iteration  median wall time of rank 0's iterations after warm-up
+  busy       median of (iteration - time blocked in wait_for): forward + backward + step as run
+             next to the communication (gradsync only; compare with compute only)
+  wire       2 (N-1)/N * P * b / 8 bytes that each rank must send per iteration (ring all-reduce,
+             and a parameter server sharded over all ranks alike), over the link rate (tc's
+             nominal rate; for an unlimited link the rate one TCP stream measured)
+  bound      max(compute only of the same trainer, wire); ratios are iteration / bound and
+             iteration / DDP's iteration on the same link
+  node 0 sent  bytes node 0's link carried per counted iteration (link counters, so with TCP/IP
+             and MPI or gloo headers), and their average rate
+  others     cores that processes outside the run kept busy during it (a build, say): timings
+             are only comparable between runs with similar values"""
+import argparse
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+COMPUTE = ["compute", "ddp-compute"]  # the compute-only runs, measured before each model's runs on each link
+POLICY_ORDER = COMPUTE + ["wfbp", "p3", "p3-fp16", "p3-qsgd8", "ps", "ddp"]
+
+
+def load_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def measured(metrics, warmup):
+    """(median iteration, median busy or None, iterations counted) from either trainer's metrics."""
+    its = metrics["iteration_seconds"][warmup:]
+    waits = metrics.get("iteration_wait_seconds", [])[warmup:]
+    busy = statistics.median(i - w for i, w in zip(its, waits)) if waits else None
+    return statistics.median(its), busy, len(its)
+
+
+def nominal_bps(link):
+    m = re.fullmatch(r"(\d+)(k|m|g)bit", link)
+    return int(m.group(1)) * {"k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)] if m else None
+
+
+def link_rates(records):
+    """Per link: the rate the bound uses and the rate one TCP stream measured."""
+    rates = {}
+    for r in records:
+        if "measured_bps" in r:
+            nominal = nominal_bps(r["link"])
+            rates[r["link"]] = {"nominal_bps": nominal, "measured_bps": r["measured_bps"],
+                                "bound_bps": nominal or r["measured_bps"] or None}
+    return rates
+
+
+def node0_sent(samples_path, start, end):
+    """(bytes, seconds) node 0 sent between two Unix times, from linkmon's counters (with TCP/IP
+    and MPI/gloo headers: what really crossed the link)."""
+    inside = [r for r in read_samples(samples_path) if start <= r[0] <= end]
+    if len(inside) < 2:
+        return None, None
+    return inside[-1][1] - inside[0][1], inside[-1][0] - inside[0][0]
+
+
+def read_samples(path):
+    """[(unix, node0 tx bytes, node0 rx bytes)] from a linkmon file."""
+    rows = []
+    try:
+        with open(path) as f:
+            next(f)
+            for line in f:
+                v = line.split("\t")
+                rows.append((float(v[0]), int(v[1]), int(v[2])))
+    except (OSError, StopIteration, ValueError, IndexError):
+        pass
+    return rows
+
+
+def analyse(root):
+    records = [json.loads(line) for line in open(os.path.join(root, "runs.jsonl")) if line.strip()]
+    rates = link_rates(records)
+    runs = []
+    for r in records:
+        if "policy" not in r:
+            continue
+        run = {k: r[k] for k in ("model", "width", "nodes", "link", "policy", "kind", "bits", "rc")}
+        run["others_cores"] = r.get("others_cores")
+        path = os.path.join(root, r["metrics"])
+        run["ok"] = r["rc"] == 0 and os.path.exists(path)
+        if run["ok"]:
+            m = load_json(path)
+            run["iteration_s"], run["busy_s"], run["counted"] = measured(m, r["warmup"])
+            run["parameters"] = m["parameters"]
+            run["images_per_s"] = r["nodes"] * m["config"]["batch_per_rank"] / run["iteration_s"]
+            sent = m.get("sync", {}).get("rank0_bytes_sent")  # gradsync's own count (payload)
+            run["rank0_payload_mb_per_iteration"] = sent / m["iterations"] / 1e6 if sent is not None else None
+            its = m["iteration_seconds"]
+            start = m["first_iteration_unix"] + sum(its[: r["warmup"]])
+            run["window_unix"] = [start, m["first_iteration_unix"] + sum(its)]
+            run["iteration_ends_unix"] = [m["first_iteration_unix"] + sum(its[: i + 1]) for i in range(len(its))]
+            wire, seconds = node0_sent(os.path.join(root, r["samples"]), *run["window_unix"])
+            run["node0_wire_mb_per_iteration"] = wire / 1e6 / run["counted"] if wire is not None else None
+            run["node0_tx_gbps"] = wire * 8 / seconds / 1e9 if wire is not None else None
+            run["samples"] = r["samples"]
+        runs.append(run)
+
+    for model in {r["model"] for r in runs}:
+        counts = {(r["kind"], r["parameters"]) for r in runs if r["model"] == model and r["ok"]}
+        if len({n for _, n in counts}) > 1:
+            sys.exit(f"report: the {model}s differ: parameters {sorted(counts)} (ddp.py must build "
+                     "trainer/src/models.cpp's model)")
+
+    compute = {(r["model"], r["link"], r["policy"]): r for r in runs if r["policy"] in COMPUTE and r["ok"]}
+    ddp = {(r["model"], r["link"]): r for r in runs if r["policy"] == "ddp" and r["ok"]}
+    for r in runs:
+        if not r["ok"] or r["policy"] in COMPUTE:
+            continue
+        n, rate = r["nodes"], rates.get(r["link"], {}).get("bound_bps")
+        must_send = 2 * (n - 1) / n * r["parameters"] * r["bits"] / 8
+        r["must_send_mb"] = must_send / 1e6
+        r["wire_s"] = must_send * 8 / rate if rate else None
+        c = compute.get((r["model"], r["link"], "ddp-compute" if r["kind"] == "ddp" else "compute"))
+        r["compute_only_s"] = c["iteration_s"] if c else None
+        parts = [x for x in (r["compute_only_s"], r["wire_s"]) if x]
+        r["bound_s"] = max(parts) if parts else None
+        r["ratio_to_bound"] = r["iteration_s"] / r["bound_s"] if r["bound_s"] else None
+        d = ddp.get((r["model"], r["link"]))
+        r["ratio_to_ddp"] = r["iteration_s"] / d["iteration_s"] if d else None
+    return rates, runs
+
+
+def fmt(v, digits=2, suffix=""):
+    return "-" if v is None else f"{v:.{digits}f}{suffix}"
+
+
+def link_key(rates):
+    """Links from slowest to fastest (unlimited last)."""
+    return lambda link: rates.get(link, {}).get("nominal_bps") or math.inf
+
+
+def table(rates, runs):
+    out = []
+    for model in dict.fromkeys(r["model"] for r in runs):
+        mine = [r for r in runs if r["model"] == model]
+        first = next((r for r in mine if r["ok"]), None)
+        out.append(f"### {model} (width {mine[0]['width']}, {fmt(first and first['parameters'] / 1e6, 1)} M parameters, "
+                   f"{mine[0]['nodes']} nodes)\n")
+        out.append("| link | run | iteration (s) | busy (s) | wire bound (s) | bound (s) | x bound | x DDP "
+                   "| node 0 sent MB/iter | node 0 sends (Gbit/s) | others (cores) |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        for r in sorted(mine, key=lambda r: (link_key(rates)(r["link"]), POLICY_ORDER.index(r["policy"]))):
+            name = {"compute": "gradsync compute only", "ddp-compute": "DDP compute only"}.get(r["policy"], r["policy"])
+            if not r["ok"]:
+                out.append(f"| {r['link']} | {name} | FAILED (status {r['rc']}) | | | | | | | | |")
+                continue
+            out.append(f"| {r['link']} | {name} | {fmt(r['iteration_s'], 3)} | {fmt(r['busy_s'], 3)} "
+                       f"| {fmt(r.get('wire_s'), 3)} | {fmt(r.get('bound_s'), 3)} | {fmt(r.get('ratio_to_bound'))} "
+                       f"| {fmt(r.get('ratio_to_ddp'))} | {fmt(r['node0_wire_mb_per_iteration'], 1)} "
+                       f"| {fmt(r['node0_tx_gbps'])} | {fmt(r['others_cores'])} |")
+        out.append("")
+    links = ", ".join(f"{k} {fmt(v['measured_bps'] / 1e9 if v['measured_bps'] else None)}"
+                      for k, v in sorted(rates.items(), key=lambda kv: link_key(rates)(kv[0])))
+    out.append(f"One TCP stream measured (Gbit/s): {links}.\n")
+    return "\n".join(out)
+
+
+def gnuplot(script, **params):
+    def value(v):  # a gnuplot string literal, or a number as is
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' if isinstance(v, str) else v
+    args = "; ".join(f"{k}={value(v)}" for k, v in params.items())
+    subprocess.run(["gnuplot", "-e", args, os.path.join(HERE, script)], check=True)
+
+
+def throughput_plot(root, rates, runs, model):
+    mine = [r for r in runs if r["model"] == model and r["ok"]]
+    # The synchronized policies first, then the compute-only runs (drawn dashed: the ceilings).
+    columns = [p for p in POLICY_ORDER[len(COMPUTE):] + COMPUTE if any(r["policy"] == p for r in mine)]
+    links = sorted({r["link"] for r in mine}, key=link_key(rates))
+    if not links:
+        return None
+    path = os.path.join(root, "plots", f"throughput-{model}.dat")
+    with open(path, "w") as f:
+        names = {"compute": "gradsync compute only", "ddp-compute": "DDP compute only"}
+        f.write("\t".join(["link", "x"] + [names.get(p, p) for p in columns]) + "\n")
+        for x, link in enumerate(links):
+            by_policy = {r["policy"]: r["images_per_s"] for r in mine if r["link"] == link}
+            cells = [f"{by_policy[p]:.3f}" if p in by_policy else "?" for p in columns]
+            label = link if rates[link]["nominal_bps"] else f"{link} ({rates[link]['measured_bps'] / 1e9:.1f}G)"
+            f.write("\t".join([label, str(x)] + cells) + "\n")
+    png = path[:-4] + ".png"
+    policies = sum(p not in COMPUTE for p in columns)
+    gnuplot("throughput.gp", datafile=path, out=png, nlinks=len(links), npolicies=policies, ncols=2 + len(columns),
+            title=f"{model}, {mine[0]['nodes']} nodes: throughput against link bandwidth")
+    return png
+
+
+def timeline_plot(root, rates, run, iterations=3):
+    """Node 0's send and receive rate in 10 ms bins over the first `iterations` after warm-up."""
+    start = run["window_unix"][0]
+    ends = [t for t in run["iteration_ends_unix"] if t > start][:iterations]
+    if not ends:
+        return None
+    rows = [r for r in read_samples(os.path.join(root, run["samples"])) if start - 0.05 <= r[0] <= ends[-1] + 0.05]
+    path = os.path.join(root, "plots", f"timeline-{run['model']}-{run['link']}-{run['policy']}.dat")
+    with open(path, "w") as f:
+        f.write("seconds\tsends\treceives\n")
+        bin_start = 0
+        for i in range(1, len(rows)):
+            dt = rows[i][0] - rows[bin_start][0]
+            if dt >= 0.01:
+                tx = (rows[i][1] - rows[bin_start][1]) * 8 / dt / 1e9
+                rx = (rows[i][2] - rows[bin_start][2]) * 8 / dt / 1e9
+                f.write(f"{rows[bin_start][0] - start:.4f}\t{tx:.4f}\t{rx:.4f}\n")
+                bin_start = i
+    png = path[:-4] + ".png"
+    gnuplot("timeline.gp", datafile=path, out=png, marks=" ".join(f"{t - start:.3f}" for t in ends),
+            ymax=1.15 * rates[run["link"]]["bound_bps"] / 1e9,
+            title=f"{run['model']} {run['policy']} at {run['link']}: node 0's link over {len(ends)} iterations "
+                  f"(dashed: iteration ends)")
+    return png
+
+
+def main():
+    if sys.argv[1:2] == ["--median"]:
+        print(f"{measured(load_json(sys.argv[2]), int(sys.argv[3]))[0]:.3f}")
+        return
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("dir")
+    ap.add_argument("--timeline-link")
+    a = ap.parse_args()
+    rates, runs = analyse(a.dir)
+    os.makedirs(os.path.join(a.dir, "plots"), exist_ok=True)
+    with open(os.path.join(a.dir, "results.json"), "w") as f:
+        json.dump({"links": rates, "runs": runs}, f, indent=2)
+    text = table(rates, runs)
+    with open(os.path.join(a.dir, "table.md"), "w") as f:
+        f.write(text)
+    print(text)
+    swept = sorted(rates, key=link_key(rates))
+    timeline_link = a.timeline_link or ("1gbit" if "1gbit" in rates else swept[0] if swept else None)
+    plots = [throughput_plot(a.dir, rates, runs, m) for m in dict.fromkeys(r["model"] for r in runs)]
+    plots += [timeline_plot(a.dir, rates, r) for r in runs
+              if r["ok"] and r["link"] == timeline_link and r["policy"] not in COMPUTE]
+    print("plots:", " ".join(os.path.basename(p) for p in plots if p))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# End-to-end sweep: gradsync-train under mpirun and PyTorch DDP across network namespaces, over
+# links of several rates, next to compute-only runs of both; then report.py writes the JSON, the
+# markdown table and the plots. Run as root from anywhere; `sweep.sh --help` lists the options.
+set -uo pipefail
+E2E_DIR=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$E2E_DIR/../.." && pwd)
+source "$E2E_DIR/topology.sh"
+source "$E2E_DIR/policies.sh"
+
+models=vgg11,resnet20 width=1 nodes=2 links=unlimited,10gbit,1gbit,300mbit policies=$ALL_POLICIES
+iterations=12 warmup=2 batch=32 threads=1 run_timeout=900 install=1 trace=0
+trainer=$REPO/build/default/trainer/gradsync-train out=$REPO/build/e2e/$(date +%Y%m%d-%H%M%S)
+
+usage() {
+  cat <<EOF
+usage: sweep.sh [options]
+  --models LIST      vgg11,resnet20 (default $models)
+  --width W          width multiplier of the models (default $width)
+  --nodes N          nodes, one rank each (default $nodes)
+  --links LIST       unlimited or tc rates such as 300mbit, 1gbit, 10gbit (default $links)
+  --policies LIST    of $ALL_POLICIES (default all)
+  --iterations N     per run (default $iterations); the first --warmup are not counted
+  --warmup N         (default $warmup)
+  --batch N          per rank (default $batch); --threads N compute threads per rank (default $threads)
+  --trainer PATH     gradsync-train (default build/default/trainer/gradsync-train)
+  --out DIR          results (default build/e2e/<date>-<time>)
+  --trace            also write gradsync-train --trace for every run
+  --run-timeout S    end a run after S seconds (default $run_timeout)
+  --no-install       do not install missing Debian packages (scripts/setup.sh)
+EOF
+}
+
+die() {
+  echo "sweep: $*" >&2
+  exit 2
+}
+
+while [ $# -gt 0 ]; do
+  case $1 in
+    --models | --width | --nodes | --links | --policies | --iterations | --warmup | --batch | --threads | --trainer | --out | --run-timeout)
+      [ $# -ge 2 ] || die "$1 needs a value"
+      opt=${1#--}
+      printf -v "${opt//-/_}" %s "$2"
+      shift 2
+      ;;
+    --trace) trace=1 && shift ;;
+    --no-install) install=0 && shift ;;
+    -h | --help) usage && exit 0 ;;
+    *) usage >&2 && die "unknown option '$1'" ;;
+  esac
+done
+
+# ---- check the input before touching the machine ----
+for n in nodes iterations warmup batch threads run_timeout; do
+  [[ ${!n} =~ ^[0-9]+$ ]] || die "--${n//_/-} must be a whole number, got '${!n}'"
+done
+[ "$nodes" -ge 2 ] || die "--nodes must be at least 2"
+[ "$iterations" -gt "$warmup" ] || die "--iterations ($iterations) must exceed --warmup ($warmup)"
+[[ $width =~ ^[0-9]*\.?[0-9]+$ ]] || die "--width must be a positive number, got '$width'"
+IFS=, read -ra model_list <<<"$models"
+IFS=, read -ra link_list <<<"$links"
+IFS=, read -ra policy_list <<<"$policies"
+for m in "${model_list[@]}"; do
+  [[ $m == vgg11 || $m == resnet20 ]] || die "unknown model '$m' (valid: vgg11, resnet20: the models ddp.py has too)"
+done
+for l in "${link_list[@]}"; do
+  [[ $l == unlimited || $l =~ ^[0-9]+(k|m|g)bit$ ]] || die "unknown link '$l' (valid: unlimited, or a tc rate like 300mbit, 1gbit)"
+done
+with_ddp=0
+for p in "${policy_list[@]}"; do
+  [ -n "${POLICY_BITS[$p]:-}" ] || die "unknown policy '$p' (valid: $ALL_POLICIES)"
+  [ "$p" = ddp ] && with_ddp=1
+done
+[ "$(id -u)" -eq 0 ] || die "network namespaces need root: run as root (sudo $0 ...)"
+[ -x "$trainer" ] || die "no gradsync-train at $trainer: build it (cmake --preset default && cmake --build build/default --target gradsync-train) or pass --trainer PATH"
+
+# ---- what the sweep needs from Debian, installed like every other dependency ----
+packages=(iproute2 openmpi-bin python3 gnuplot-nox)
+[ $with_ddp = 1 ] && packages+=(python3-torch)
+if [ $install = 1 ]; then
+  bash "$REPO/scripts/setup.sh" "${packages[@]}" || die "installing ${packages[*]} failed"
+fi
+for tool in ip tc mpirun /usr/bin/python3; do
+  command -v $tool >/dev/null || die "$tool is missing: apt-get install ${packages[*]} (or drop --no-install)"
+done
+if [ $with_ddp = 1 ]; then
+  /usr/bin/python3 -c "import torch.distributed" 2>/dev/null ||
+    die "PyTorch is missing for the ddp policy: apt-get install python3-torch (or drop ddp from --policies)"
+fi
+
+mkdir -p "$out/raw" || die "cannot create $out"
+runs=$out/runs.jsonl
+: >"$runs"
+failed=0
+
+topo_create "$nodes"
+export TOPO_TIMEOUT=$run_timeout
+ports=$(for i in $(topo_nodes); do printf 'p%s,' "$i"; done)
+ports=${ports%,}
+
+# record KEY=VALUE...: one line of runs.jsonl (values are numbers, plain words or empty: null).
+record() {
+  local kv fields=()
+  for kv in "$@"; do
+    local v=${kv#*=}
+    [ -n "$v" ] || v=null
+    [[ $v =~ ^(-?[0-9.]+|null)$ ]] || v="\"$v\""
+    fields+=("\"${kv%%=*}\": $v")
+  done
+  (IFS=,; echo "{${fields[*]}}") >>"$runs"
+}
+
+machine_busy_seconds() { # CPU time of all cores since boot, idle excluded (/proc/stat)
+  awk -v hz="$(getconf CLK_TCK)" '/^cpu / {printf "%.3f\n", ($2 + $3 + $4 + $7 + $8 + $9) / hz}' /proc/stat
+}
+
+# measure TAG LINK POLICY KIND COMMAND...: runs COMMAND (rank 0 writes raw/TAG.json) while the
+# bridge ports' counters are sampled, and records the run.
+measure() {
+  local tag=$1 link=$2 policy=$3 kind=$4 start rc
+  shift 4
+  # (ip itself, not the topo_exec function, in the background: $! must be the monitor's own pid)
+  ip netns exec "$(topo_ns br)" /usr/bin/python3 "$E2E_DIR/linkmon.py" --ports "$ports" --out "$out/raw/$tag.link.tsv" &
+  local monitor=$!
+  local before
+  start=$(date +%s.%N)
+  before="$(machine_busy_seconds) $(topo_cpu_seconds)"
+  "$@"
+  rc=$?
+  kill -TERM $monitor
+  wait $monitor
+  # Runs of one process per node write a metrics file per rank: node 0's is the run's.
+  [ ! -e "$out/raw/$tag.rank0.json" ] || mv -f "$out/raw/$tag.rank0.json" "$out/raw/$tag.json"
+  local took
+  local took others
+  took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
+  # Cores the rest of the machine kept busy meanwhile (a build, other jobs): all CPU time on the
+  # machine less the topology's (unknown without a cgroup v2 hierarchy).
+  others=$(echo "$before $(machine_busy_seconds) $(topo_cpu_seconds)" |
+    awk -v t="$took" 'NF == 4 {printf "%.2f", (($3 - $1) - ($4 - $2)) / t}')
+  record model="$model" width="$width" nodes="$nodes" link="$link" policy="$policy" kind="$kind" \
+    bits="${POLICY_BITS[$policy]:-32}" warmup="$warmup" rc=$rc metrics="raw/$tag.json" log="raw/$tag.log" \
+    samples="raw/$tag.link.tsv" seconds="$took" others_cores="$others"
+  if [ $rc -eq 0 ] && [ -s "$out/raw/$tag.json" ]; then
+    echo "  $tag: $(/usr/bin/python3 "$E2E_DIR/report.py" --median "$out/raw/$tag.json" "$warmup") s/iteration ($took s; other processes kept ${others:-?} cores busy)"
+  else
+    failed=$((failed + 1))
+    echo "  $tag: FAILED (status $rc; see $out/raw/$tag.log)"
+  fi
+}
+
+use_model() { # sets the model of the runs that follow, and the settings both trainers share
+  model=$1
+  train=(--model "$model" --width "$width" --batch "$batch" --threads "$threads" --iterations "$iterations")
+}
+
+gradsync_run() { # tag link policy
+  local tag=$1 extra=()
+  [ $trace = 1 ] && extra=(--trace "$out/raw/$tag.trace.json")
+  measure "$tag" "$2" "$3" gradsync topo_mpirun "$out/raw/$tag.log" -np "$nodes" --host "$(topo_hosts)" \
+    "$trainer" "${train[@]}" ${POLICY_FLAGS[$3]} --dataset synthetic --no-eval -q \
+    --metrics "$out/raw/$tag.json" "${extra[@]}"
+}
+
+ddp_port=29500
+ddp_run() { # tag link
+  ddp_port=$((ddp_port + 1)) # a fresh port: the last run's may still be in TIME_WAIT
+  measure "$1" "$2" ddp ddp topo_on_each_node "$out/raw/$1.log" env RANK=%RANK% WORLD_SIZE="$nodes" \
+    MASTER_ADDR="$(topo_addr 0)" MASTER_PORT=$ddp_port GLOO_SOCKET_IFNAME=eth0 \
+    /usr/bin/python3 "$E2E_DIR/ddp.py" "${train[@]}" --metrics "$out/raw/$1.json"
+}
+
+# Compute only, before each model's runs on each link (the machine's load drifts: the bound must
+# be measured next to what it bounds): every node runs its own replica at once with no
+# synchronization, so the cores are shared as in the synchronized runs; node 0's times count.
+compute_runs() { # link
+  local tag=$model.$1.compute
+  measure "$tag" "$1" compute gradsync topo_on_each_node "$out/raw/$tag.log" "$trainer" "${train[@]}" --ranks 1 \
+    --sync local --dataset synthetic --no-eval -q --metrics "$out/raw/$tag.rank%RANK%.json"
+  [ $with_ddp = 1 ] || return 0
+  tag=$model.$1.ddp-compute
+  measure "$tag" "$1" ddp-compute ddp topo_on_each_node "$out/raw/$tag.log" /usr/bin/python3 "$E2E_DIR/ddp.py" \
+    "${train[@]}" --compute-only --metrics "$out/raw/$tag.rank%RANK%.json"
+}
+
+# The sweep itself; one function, so that bash has read all of it before it starts: editing or
+# checking out this file during a sweep (hours) cannot change what the running sweep does.
+main() {
+  echo "sweep: $nodes nodes ($TOPO_ID), models $models x$width, links $links, policies $policies, $iterations iterations ($warmup warm-up), results in $out"
+  for link in "${link_list[@]}"; do
+    topo_shape all "$link"
+    bps=$(topo_linkspeed 0 1 1)
+    record link="$link" measured_bps="${bps:-0}"
+    echo "link $link: one TCP stream carries $(awk -v b="${bps:-0}" 'BEGIN {printf "%.2f", b / 1e9}') Gbit/s"
+    for m in "${model_list[@]}"; do
+      use_model "$m"
+      compute_runs "$link"
+      for policy in "${policy_list[@]}"; do
+        if [ "$policy" = ddp ]; then
+          ddp_run "$model.$link.ddp" "$link"
+        else
+          gradsync_run "$model.$link.$policy" "$link" "$policy"
+        fi
+      done
+    done
+  done
+  topo_destroy
+
+  /usr/bin/python3 "$E2E_DIR/report.py" "$out" || die "report.py failed on $out"
+  [ $failed -eq 0 ] || die "$failed run(s) failed: their logs are in $out/raw"
+}
+
+main
+exit
