@@ -66,6 +66,10 @@ nlohmann::json metrics_json(const TrainConfig& c, const Policies& pol, const Tra
                       {"train_accuracy", e.train_accuracy}, {"test_loss", e.test_loss},
                       {"test_accuracy", e.test_accuracy}, {"seconds", e.seconds},
                       {"images_per_second", e.images_per_second}});
+  nlohmann::json evaluations = nlohmann::json::array();
+  for (const auto& e : r.evaluations)
+    evaluations.push_back({{"iteration", e.iteration}, {"train_seconds", e.train_seconds}, {"test_loss", e.test_loss},
+                           {"test_accuracy", e.test_accuracy}});
   return {{"config",
            {{"model", c.model.name}, {"width", c.model.width}, {"input", c.model.input}, {"classes", c.model.classes},
             {"dataset", c.dataset}, {"batch_per_rank", c.batch}, {"epochs", c.epochs}, {"iterations", c.iterations},
@@ -87,6 +91,8 @@ nlohmann::json metrics_json(const TrainConfig& c, const Policies& pol, const Tra
           {"iteration_seconds", r.iteration_seconds},
           {"iteration_wait_seconds", r.iteration_wait_seconds},
           {"first_iteration_unix", r.first_iteration_unix},
+          {"evaluations", evaluations},
+          {"iteration_blocks", r.iteration_blocks},  // [important, best effort, dropped] per iteration (DGT)
           {"skipped_steps", r.skipped_steps},
           {"loss_scale", r.loss_scale},
           {"sync",
@@ -95,7 +101,9 @@ nlohmann::json metrics_json(const TrainConfig& c, const Policies& pol, const Tra
             {"rank0_wire_seconds", st.wire_seconds}, {"rank0_elements", st.elements},
             {"rank0_elements_compressed", st.elements_compressed}, {"rank0_bytes_compressed", st.bytes_compressed},
             {"compressed_parameter_share", st.compressed_share()},
-            {"compressed_byte_share", st.compressed_bytes_share()}}}};
+            {"compressed_byte_share", st.compressed_bytes_share()},
+            {"rank0_blocks_important", st.blocks_important}, {"rank0_blocks_best_effort", st.blocks_best_effort},
+            {"rank0_blocks_dropped", st.blocks_dropped}, {"rank0_datagrams_rejected", st.datagrams_rejected}}}};
 }
 
 }  // namespace
@@ -161,6 +169,10 @@ int main(int argc, char** argv) {
   app.add_option("--bandwidth", bandwidth, "Emulate links of this speed per rank pair: 1gbit, 10gbit+50us, 1gbit/nic ...");
   app.add_option("--checkpoint", c.checkpoint, "Checkpoint file (written each epoch and at the end)");
   app.add_option("--checkpoint-every", c.checkpoint_every, "Also checkpoint every N iterations");
+  app.add_option("--eval-every", c.evaluate_every, "Also evaluate every N iterations (time to accuracy in --metrics)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--eval-samples", c.evaluate_samples, "Evaluate on the last N test samples only (faster)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--resume", c.resume, "Continue from this checkpoint")->check(CLI::ExistingFile);
   app.add_option("--stop-after", c.stop_after, "Stop after N iterations of this run (resume later)");
   app.add_flag("--no-eval", no_eval, "Skip test-set evaluation");
@@ -236,7 +248,10 @@ int main(int argc, char** argv) {
         gradsync::Options o = opt;
         if (c.trace)
           o.on_unit = [&trace, r](const gradsync::UnitEvent& e) {
-            const std::string name = "unit " + std::to_string(e.unit);
+            std::string name = "unit " + std::to_string(e.unit);
+            if (const auto& b = e.blocks; b.important + b.best_effort > 0)  // DGT: blocks sent each way
+              name += " (" + std::to_string(b.important) + " important, " + std::to_string(b.best_effort) +
+                      " best effort, " + std::to_string(b.dropped) + " dropped)";
             trace.span(name, r, Trace::queued, e.ready, e.started);
             trace.span(name, r, Trace::wire, e.started, e.finished);
           };
@@ -258,6 +273,11 @@ int main(int argc, char** argv) {
       std::printf("rank 0: %.2f s blocked in wait_for, %.1f MB sent; %s compressed %.1f%% of parameters, %.1f%% of bytes\n",
                   r.sync_wait_seconds, double(rank0_stats.bytes_sent) / 1e6, pol.codec.c_str(),
                   100 * rank0_stats.compressed_share(), 100 * rank0_stats.compressed_bytes_share());
+    if (const auto& st = rank0_stats; st.blocks_important + st.blocks_best_effort > 0)
+      std::printf("rank 0 (dgt): %llu blocks important, %llu sent best-effort, %llu dropped (kept as residual), "
+                  "%llu datagrams rejected\n",
+                  (unsigned long long)st.blocks_important, (unsigned long long)st.blocks_best_effort,
+                  (unsigned long long)st.blocks_dropped, (unsigned long long)st.datagrams_rejected);
     if (!metrics.empty()) {
       std::ofstream out(metrics);
       out << metrics_json(c, pol, r, rank0_stats).dump(2) << "\n";

@@ -161,10 +161,26 @@ topo_shape() {
       if [ "$rate" = unlimited ]; then
         ip -n "$1" link show "$2" >/dev/null && { tc -n "$1" qdisc del dev "$2" root 2>/dev/null || true; }
       else
-        tc -n "$1" qdisc replace dev "$2" root tbf rate "$rate" burst 256kb latency 50ms
+        if [ -n "${TOPO_DSCP_PRIO:-}" ]; then topo_prio_dscp "$1" "$2" "$rate"
+        else tc -n "$1" qdisc replace dev "$2" root tbf rate "$rate" burst 256kb latency 50ms; fi
       fi
     done
   done
+}
+
+# topo_prio_dscp NS DEV RATE: DEV shaped to RATE with strict priority, as a switch honouring
+# DSCP would forward: packets marked CS1 (TOS 0x20: the best-effort channel's datagrams) go only
+# when nothing else waits; everything else is high. HTB, because this kernel has no prio qdisc:
+# the high class may take the whole rate, the low one borrows what is left. topo_shape uses it
+# instead of tbf when TOPO_DSCP_PRIO is set.
+topo_prio_dscp() {
+  local t=(tc -n "$1")
+  "${t[@]}" qdisc del dev "$2" root 2>/dev/null || true # a fresh tree: htb cannot be replaced in place
+  "${t[@]}" qdisc add dev "$2" root handle 1: htb default 10
+  "${t[@]}" class add dev "$2" parent 1: classid 1:1 htb rate "$3" ceil "$3" burst 256kb quantum 60000
+  "${t[@]}" class add dev "$2" parent 1:1 classid 1:10 htb rate "$3" ceil "$3" burst 256kb quantum 60000 prio 0
+  "${t[@]}" class add dev "$2" parent 1:1 classid 1:20 htb rate 1mbit ceil "$3" burst 256kb quantum 60000 prio 1
+  "${t[@]}" filter add dev "$2" parent 1: protocol ip prio 1 u32 match ip tos 0x20 0xfc flowid 1:20
 }
 
 # topo_linkspeed FROM TO [SECONDS]: bits per second of one TCP stream from node FROM to node TO.

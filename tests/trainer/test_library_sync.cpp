@@ -85,3 +85,35 @@ TEST_CASE("Checkpoint + resume with lossy codecs is bit-identical (residuals, it
       for (const auto& path : {f, sync_state_path(f, 0), sync_state_path(f, 1)}) std::filesystem::remove(path);
   }
 }
+
+// DGT through the trainer: the step reports its loss, so fewer blocks are important as the loss
+// falls (p = loss_t / loss_0), the rest go as datagrams, and the run still learns; evaluations
+// every N iterations carry the training time so far (time to accuracy).
+TEST_CASE("DGT through the trainer: p follows the loss, blocks counted per iteration, it learns", "[trainer][sync][dgt]") {
+  TrainConfig c = test::small_resnet_config();
+  c.evaluate_every = 8;  // 16 iterations per epoch: one mid-epoch evaluation each
+  LibraryRun dgt(2, {.slicing = "fixed:300", .priority = "dgt:block=32", .codec = "fp32", .collective = "ps"});
+  const TrainResult r = train(c, dgt.factory());
+  CHECK(r.test_accuracy > 0.5);
+
+  const std::size_t n = r.iteration_blocks.size();
+  REQUIRE(n == r.iteration_seconds.size());
+  std::uint64_t early = 0, late = 0, best_effort = 0;  // important blocks: first and last quarter
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i < n / 4) early += r.iteration_blocks[i][0];
+    if (i >= n - n / 4) late += r.iteration_blocks[i][0];
+    best_effort += r.iteration_blocks[i][1];
+  }
+  // The loss falls to about half (1.4 -> 0.65); tensors of one or two blocks keep theirs (p rounds
+  // up), so the important blocks fall by less: measured ~0.6 of the first quarter's.
+  CHECK(r.epochs.back().train_loss < 0.7 * r.epochs.front().train_loss);
+  CHECK(double(late) < 0.8 * double(early));
+  CHECK(best_effort > 0);
+
+  REQUIRE(r.evaluations.size() == 2 * c.epochs);  // mid-epoch and epoch end
+  for (std::size_t i = 0; i < r.evaluations.size(); ++i) {
+    CHECK(r.evaluations[i].iteration == 8 * (i + 1));
+    if (i > 0) CHECK(r.evaluations[i].train_seconds > r.evaluations[i - 1].train_seconds);
+  }
+  CHECK(r.evaluations.back().test_accuracy == r.test_accuracy);
+}

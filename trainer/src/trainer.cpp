@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <exception>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <thread>
 
@@ -91,6 +92,7 @@ class Rank final : public StepHooks {
     if (!std::isfinite(loss))
       throw std::runtime_error("loss is " + std::to_string(loss) + " at iteration " + std::to_string(iteration) +
                                " (diverged: lower --lr or add --warmup)");
+    sync_->report_loss(loss);
     std::fill(ready_.begin(), ready_.end(), 0);
     Tensor dlogits = loss_.backward().reshaped(logits.shape());
     if (mixed_) mixed_->scale_loss_grad(dlogits);
@@ -250,7 +252,11 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
   if (cfg.precision != "fp32" && cfg.precision != "mixed")
     throw std::invalid_argument("unknown precision '" + cfg.precision + "' (valid: fp32, mixed)");
   make_model(cfg.model);  // validate the model before loading data
-  const Datasets data = load_data(cfg);
+  const Datasets data = [&] {
+    Datasets d = load_data(cfg);
+    if (cfg.evaluate_samples && cfg.evaluate_samples < d.test.size()) d.test = split_tail(d.test, cfg.evaluate_samples);
+    return d;
+  }();
 
   if (cfg.world > cfg.ranks && !make_sync)
     throw std::invalid_argument("a job spanning processes (MPI) needs the library synchronizer (--sync library)");
@@ -303,6 +309,7 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
       double loss_sum = 0, correct = 0, labels = 0, train_seconds = 0;
       auto epoch_start = Clock::now(), run_start = Clock::now(), last_print = Clock::now();
       std::size_t done_in_run = 0;
+      Statistics counted;  // rank 0's synchronizer counters at the last iteration's end
       for (std::size_t it = start; it < end; ++it) {
         const std::size_t epoch = it / bpe, index = it % bpe;
         const auto it_start = Clock::now();
@@ -315,6 +322,11 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
         if (lead) {
           result.iteration_seconds.push_back(since(it_start));
           result.iteration_wait_seconds.push_back(rank.wait_seconds() - wait_before);
+          const Statistics now = rank.sync().statistics();
+          result.iteration_blocks.push_back({now.blocks_important - counted.blocks_important,
+                                             now.blocks_best_effort - counted.blocks_best_effort,
+                                             now.blocks_dropped - counted.blocks_dropped});
+          counted = now;
         }
         ++done_in_run;
         const bool epoch_end = index == bpe - 1 || it + 1 == total;
@@ -336,6 +348,15 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
                        clock_text(elapsed / double(done_in_run) * double(total - it - 1)).c_str());
           last_print = Clock::now();
         }
+        const auto evaluate_now = [&] {  // rank 0's replica on the whole test set; the others wait
+          rank.flush();
+          const Evaluation ev = evaluate(rank.model(), data.test, 500, rank.mixed() != nullptr);
+          const double trained = std::accumulate(result.iteration_seconds.begin(), result.iteration_seconds.end(), 0.0);
+          result.evaluations.push_back({it + 1, trained, ev.loss, ev.accuracy});
+          result.test_loss = ev.loss;
+          result.test_accuracy = ev.accuracy;
+        };
+        if (cfg.evaluate && !epoch_end && cfg.evaluate_every && (it + 1) % cfg.evaluate_every == 0) evaluate_now();
         if (epoch_end) {
           rank.flush();
           em.epoch = epoch + 1;
@@ -345,9 +366,9 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
           em.train_accuracy = correct / labels;
           em.images_per_second = double(em.iterations * cfg.batch * world) / em.seconds;
           if (cfg.evaluate) {
-            const Evaluation ev = evaluate(rank.model(), data.test, 500, rank.mixed() != nullptr);
-            em.test_loss = result.test_loss = ev.loss;
-            em.test_accuracy = result.test_accuracy = ev.accuracy;
+            evaluate_now();
+            em.test_loss = result.test_loss;
+            em.test_accuracy = result.test_accuracy;
           }
           if (cfg.progress)
             std::fprintf(stderr, "\repoch %zu/%zu  loss %.4f  train acc %.4f  test acc %.4f  %.0f img/s  %.1f s%20s\n",

@@ -14,17 +14,13 @@
 #include "../codec/identity.hpp"
 #include "../codec/traits.hpp"
 #include "../core/error.hpp"
+#include "../core/statistics.hpp"
 #include "../transport/transport.hpp"
 
 namespace gradsync::collective {
 
 /// What became of a unit's blocks under differential transmission (DGT), on this rank.
-struct BlockCounts {
-  std::uint64_t important = 0;    ///< blocks classified important (sent reliably)
-  std::uint64_t best_effort = 0;  ///< unimportant blocks this rank sent as datagrams
-  std::uint64_t dropped = 0;      ///< of those, blocks the server did not take in time (kept in the residual)
-  std::uint64_t rejected = 0;     ///< datagrams this rank's server refused (corrupt, foreign, duplicate, late)
-};
+using gradsync::BlockCounts;
 
 /// One unit to aggregate.
 struct Job {

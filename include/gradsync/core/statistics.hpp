@@ -7,6 +7,14 @@
 
 namespace gradsync {
 
+/// One unit's blocks under differential transmission (DGT, priority::Contribution).
+struct BlockCounts {
+  std::uint64_t important = 0;    ///< blocks classified important (sent reliably)
+  std::uint64_t best_effort = 0;  ///< unimportant blocks this rank sent as datagrams
+  std::uint64_t dropped = 0;      ///< of those, blocks the server did not take in time (kept in the residual)
+  std::uint64_t rejected = 0;     ///< datagrams this rank's server refused (corrupt, foreign, duplicate, late)
+};
+
 struct Statistics {
   std::uint64_t units = 0;         ///< units aggregated
   std::uint64_t bytes_sent = 0;    ///< encoded bytes this rank put on the wire
@@ -47,12 +55,12 @@ class StatisticsRecorder {
     add(wire_ns_, wire);
   }
   void iteration() { iterations_.fetch_add(1); }
-  /// A unit's blocks under differential transmission: important, sent best-effort, dropped, rejected.
-  void blocks(std::uint64_t important, std::uint64_t best_effort, std::uint64_t dropped, std::uint64_t rejected) {
-    blocks_important_.fetch_add(important);
-    blocks_best_effort_.fetch_add(best_effort);
-    blocks_dropped_.fetch_add(dropped);
-    datagrams_rejected_.fetch_add(rejected);
+  /// A unit's blocks under differential transmission.
+  void blocks(const BlockCounts& b) {
+    blocks_important_.fetch_add(b.important);
+    blocks_best_effort_.fetch_add(b.best_effort);
+    blocks_dropped_.fetch_add(b.dropped);
+    datagrams_rejected_.fetch_add(b.rejected);
   }
   void exposed_wait(clock::duration d) { add(exposed_wait_ns_, d); }
 
@@ -91,6 +99,7 @@ struct UnitEvent {
   std::size_t elements = 0;
   std::size_t bytes_sent = 0;
   clock::time_point ready, started, finished;
+  BlockCounts blocks{};  ///< all zero unless the priority classifies blocks (DGT)
 };
 
 }  // namespace gradsync

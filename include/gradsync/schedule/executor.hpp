@@ -119,7 +119,7 @@ class Executors {
       }
     const std::size_t sent = fp32 ? p_.collective.run(p_.t, codec::Identity{}, job, slot.ws)
                                    : p_.collective.run(p_.t, p_.codec, job, slot.ws);
-    if (job.blocks) p_.stats.blocks(blocks.important, blocks.best_effort, blocks.dropped, blocks.rejected);
+    if (job.blocks) p_.stats.blocks(blocks);
     if constexpr (priority::ObservingPriority<Priority>) p_.priority.observe(u, unit, data);
     if (unit.fused()) {
       std::size_t off = 0;
@@ -130,7 +130,7 @@ class Executors {
     }
     const auto finished = clock::now(), ready = p_.table.ready_at(u);
     p_.stats.unit(unit.elements, sent, !fp32 && !p_.codec.lossless(), started - ready, finished - started);
-    if (p_.options.on_unit) p_.options.on_unit({u, iteration, unit.elements, sent, ready, started, finished});
+    if (p_.options.on_unit) p_.options.on_unit({u, iteration, unit.elements, sent, ready, started, finished, blocks});
     p_.control.update([&] { p_.table.complete(u); });
     p_.leader.finished(u);
   }

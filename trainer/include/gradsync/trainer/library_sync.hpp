@@ -27,6 +27,8 @@ class LibrarySync final : public GradientSync {
   }
   std::string describe() const override { return sync_.describe(); }
   void abort(const std::string& reason) override { sync_.abort(reason); }
+  void report_loss(float loss) override { sync_.report_loss(loss); }
+  Statistics statistics() const override { return sync_.stats(); }
 
   static ModelLayout layout(const Model& model) {
     std::vector<LayerSpec> specs;

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <gradsync/core/statistics.hpp>
+
 namespace gradsync::trainer {
 
 struct GradientSync {
@@ -39,6 +41,10 @@ struct GradientSync {
   /// This rank cannot go on (`reason`): tell the other ranks, so none waits for it. Called before
   /// the synchronizer is destroyed by the failure.
   virtual void abort(const std::string& reason) { (void)reason; }
+  /// This iteration's training loss, after forward (DGT keeps p = p0 * loss_t / loss_0 important).
+  virtual void report_loss(float loss) { (void)loss; }
+  /// This rank's counters so far (units finish asynchronously: an iteration's may land later).
+  virtual Statistics statistics() const { return {}; }
 };
 
 /// One rank: the local gradient is already the mean.

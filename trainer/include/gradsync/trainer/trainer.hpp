@@ -4,6 +4,7 @@
 //   forward:  per layer, wait_for(its tensors) + optimizer step with last iteration's gradient, compute;
 //   backward: per layer, gradient_ready(its tensors) as soon as written; then finish_iteration().
 // Before evaluation and checkpoints rank 0 waits for and applies every outstanding step.
+#include <array>
 #include <functional>
 #include <memory>
 #include <string>
@@ -43,6 +44,8 @@ struct TrainConfig {
   std::string resume;                     ///< checkpoint to continue from (same configuration)
   std::size_t stop_after = 0;             ///< > 0: stop after this many iterations of this call (as if preempted)
   bool evaluate = true;                   ///< test accuracy at each epoch end
+  std::size_t evaluate_every = 0;         ///< > 0: also every this many iterations (time to accuracy)
+  std::size_t evaluate_samples = 0;       ///< > 0: test on the last this many test samples only
   bool progress = true;                   ///< progress line on stderr
 };
 
@@ -53,8 +56,16 @@ struct EpochMetrics {
   double seconds = 0, images_per_second = 0;  ///< training only, all ranks' images
 };
 
+/// A test-set evaluation during training (every epoch end, and every TrainConfig::evaluate_every).
+struct Evaluated {
+  std::size_t iteration = 0;                  ///< iterations done (this call's first counts from the resume point)
+  double train_seconds = 0;                   ///< rank 0's summed iteration times so far (evaluations excluded)
+  double test_loss = 0, test_accuracy = 0;
+};
+
 struct TrainResult {
   std::vector<EpochMetrics> epochs;
+  std::vector<Evaluated> evaluations;
   std::size_t iterations = 0;                 ///< run in this call (after a resume: the remainder)
   double seconds = 0, images_per_second = 0;
   double test_loss = 0, test_accuracy = 0;    ///< last evaluation
@@ -65,6 +76,9 @@ struct TrainResult {
   /// seconds), so that outside measurements (link counters) can be lined up with iterations.
   std::vector<double> iteration_seconds, iteration_wait_seconds;
   double first_iteration_unix = 0;
+  /// Rank 0, per iteration: DGT's blocks (important, sent best-effort, dropped) its units reported
+  /// by the iteration's end (units finish asynchronously: some land in the next); zeros otherwise.
+  std::vector<std::array<std::uint64_t, 3>> iteration_blocks;
   std::uint64_t skipped_steps = 0;            ///< mixed: steps skipped for overflow (the same on every rank)
   float loss_scale = 0;                       ///< mixed: the final loss scale
   std::vector<std::vector<float>> weights;    ///< rank 0's final parameters, forward order
