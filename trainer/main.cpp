@@ -120,6 +120,8 @@ int main(int argc, char** argv) {
   Policies pol;
   std::string input, metrics, trace_path, bandwidth;
   bool quiet = false, no_eval = false;
+  unsigned inflight = 0;
+  double credit_mb = 0;
 
   CLI::App app{"gradsync-train: data-parallel training on in-process ranks with the gradsync hooks"};
   app.add_option("--model", c.model.name, "Model")->check(CLI::IsMember(model_names()))->capture_default_str();
@@ -164,6 +166,10 @@ int main(int argc, char** argv) {
   app.add_option("--priority", pol.priority, "Synchronizer priority policy")->capture_default_str();
   app.add_option("--codec", pol.codec, "Synchronizer codec")->capture_default_str();
   app.add_option("--collective", pol.collective, "Synchronizer collective")->capture_default_str();
+  app.add_option("--inflight", inflight, "Units whose collectives progress at once (Options::inflight_units; 0: the library's default)")
+      ->check(CLI::Range(0, 64));
+  app.add_option("--credit", credit_mb, "MiB of fp32 units on the wire at once (Options::credit_bytes; 0: the library's default)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--metrics", metrics, "Write metrics JSON here");
   app.add_option("--trace", trace_path, "Write a Chrome trace (open in Perfetto): per-layer compute, per-unit queue and wire");
   app.add_option("--bandwidth", bandwidth, "Emulate links of this speed per rank pair: 1gbit, 10gbit+50us, 1gbit/nic ...");
@@ -243,6 +249,8 @@ int main(int argc, char** argv) {
                                       "or bf16) so all ranks skip an overflowed step; got --codec " + pol.codec);
       }
       opt.seed = c.seed;
+      if (inflight > 0) opt.inflight_units = inflight;
+      if (credit_mb > 0) opt.credit_bytes = static_cast<std::size_t>(credit_mb * 1024 * 1024);
       const gradsync::PolicyNames names{pol.slicing, pol.priority, pol.codec, pol.collective};
       factory = [&, opt, names](std::size_t r, const Model& model) -> std::unique_ptr<GradientSync> {
         gradsync::Options o = opt;

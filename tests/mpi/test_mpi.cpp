@@ -197,3 +197,14 @@ TEST_CASE("collective 'mpi' finds the MPI transport behind a decorator") {
   const float n = static_cast<float>(mpi.size());
   CHECK(std::ranges::all_of(data, [&](float x) { return x == n * (n + 1) / 2; }));
 }
+
+TEST_CASE("MpiSession gives Open MPI's TCP btl an eager limit of a ring segment, unless the user set one") {
+#if defined(OPEN_MPI) && OPEN_MPI
+  const char* limit = std::getenv("OMPI_MCA_btl_tcp_eager_limit");
+  REQUIRE(limit != nullptr);  // set by MpiSession (or by the user, whose value stays)
+  CHECK(std::getenv("OMPI_MCA_btl_tcp_max_send_size") != nullptr);
+  CHECK(transport::apply_mpi_defaults().empty());  // a second call finds both set and changes nothing
+#else
+  CHECK(transport::apply_mpi_defaults().empty());
+#endif
+}

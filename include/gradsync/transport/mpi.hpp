@@ -13,6 +13,12 @@
 /// \endcode
 ///
 /// Needs MPI_THREAD_MULTIPLE: gradsync's communication thread and executors call MPI at once.
+/// MpiSession also sets Open MPI's TCP eager limit to a ring segment (apply_mpi_defaults in
+/// mpi_session.hpp); a program that calls MPI_Init_thread itself should call
+/// transport::apply_mpi_defaults() first, or pass `--mca btl_tcp_eager_limit 1048640 --mca
+/// btl_tcp_max_send_size 1048640` to mpirun.
+/// Waits poll MPI_Test with detail::Backoff: a few polls back to back, then sleeps of 20-200 us
+/// (no sched_yield: the polling threads leave the cores to the compute threads).
 /// Constructing an Mpi is collective (it duplicates the communicator): every rank constructs its
 /// transports in the same order.
 /// Point-to-point traffic goes on a private duplicate of the communicator (the user's own MPI

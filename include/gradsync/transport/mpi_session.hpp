@@ -34,7 +34,31 @@ inline std::string mpi_error(int code) {
 
 }  // namespace detail
 
-/// RAII for MPI itself: MPI_Init_thread with MPI_THREAD_MULTIPLE, MPI_Finalize at the end.
+/// Open MPI settings gradsync's traffic needs over TCP, applied by MpiSession before MPI_Init_thread
+/// as defaults (an OMPI_MCA_ variable already set, e.g. by `mpirun --mca NAME VALUE`, wins):
+///  - btl_tcp_eager_limit / btl_tcp_max_send_size 1 MiB + 64: a ring segment (P3: 80 kB per
+///    slice and peer; 1 MiB at most, collective::Ring::segment_bytes) goes in one eager message.
+///    Above Open MPI's default of 64 kB a message is a rendezvous: its data follows only after
+///    the receiver's answer reaches the sender, and MPI answers only inside an MPI call of the
+///    receiver and moves the data only inside one of the sender, i.e. when gradsync's polling
+///    threads wake: two wake-ups per message, with the link idle meanwhile.
+/// Returns what it set, "NAME=VALUE ..." (empty when nothing, e.g. another MPI).
+inline std::string apply_mpi_defaults() {
+  std::string applied;
+#if defined(OPEN_MPI) && OPEN_MPI
+  static constexpr const char* defaults[][2] = {{"OMPI_MCA_btl_tcp_eager_limit", "1048640"},
+                                                {"OMPI_MCA_btl_tcp_max_send_size", "1048640"}};
+  for (const auto& [name, value] : defaults)
+    if (!std::getenv(name) && ::setenv(name, value, 0) == 0) {
+      if (!applied.empty()) applied += ' ';
+      applied.append(name).append("=").append(value);
+    }
+#endif
+  return applied;
+}
+
+/// RAII for MPI itself: MPI_Init_thread with MPI_THREAD_MULTIPLE, MPI_Finalize at the end, with
+/// gradsync's Open MPI defaults (apply_mpi_defaults).
 class MpiSession {
  public:
   MpiSession(int& argc, char**& argv) { init(&argc, &argv); }
@@ -88,6 +112,7 @@ class MpiSession {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (initialized) throw UsageError("gradsync: MpiSession: MPI is already initialized; create one MpiSession only");
+    apply_mpi_defaults();
     int provided = 0;
     if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
       throw PeerError("gradsync: MPI_Init_thread failed; start the program with mpirun/mpiexec");
