@@ -22,28 +22,28 @@
 
 namespace gs = gradsync;
 
-void cuda(cudaError_t e, const char* what) {
+void check_cuda(cudaError_t e, const char* what) {
   example::check(e == cudaSuccess, std::string(what) + ": " + cudaGetErrorString(e));
 }
 
 int main() {
   return example::run([] {
     int gpus = 0;
-    cuda(cudaGetDeviceCount(&gpus), "cudaGetDeviceCount");
+    check_cuda(cudaGetDeviceCount(&gpus), "cudaGetDeviceCount");
     example::check(gpus > 0, "this example needs a GPU");
     const gs::ModelLayout layout{{"conv.weight", 1'000'000}, {"fc.weight", 250'000}, {"fc.bias", 1000}};
     using Sync = gs::Synchronizer<gs::slicing::FixedSlices, gs::priority::ForwardOrder, gs::codec::Identity,
                                   gs::collective::NcclNative>;
     std::vector<int> wrong(gpus, -1);
     example::on_ranks(gpus, [&](int rank, gs::transport::Transport& bootstrap) {
-      cuda(cudaSetDevice(rank), "cudaSetDevice");
+      check_cuda(cudaSetDevice(rank), "cudaSetDevice");
       gs::transport::Nccl nccl(bootstrap, rank);
       Sync sync{nccl, layout, {.check_finite = false}, {.slicing = {.max_elements = 1u << 20}}};
       std::vector<float*> grad(layout.num_layers());
       for (std::size_t l = 0; l < grad.size(); ++l) {
         const std::vector<float> host(layout.layer(l).elements, float(rank + 1));
-        cuda(cudaMalloc(&grad[l], host.size() * sizeof(float)), "cudaMalloc");
-        cuda(cudaMemcpy(grad[l], host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+        check_cuda(cudaMalloc(&grad[l], host.size() * sizeof(float)), "cudaMalloc");
+        check_cuda(cudaMemcpy(grad[l], host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
       }
       // (a real backward pass: launch the layer's kernels, synchronize their stream, then hand over)
       for (std::size_t l = grad.size(); l-- > 0;) sync.gradient_ready(l, {grad[l], layout.layer(l).elements});
@@ -52,9 +52,9 @@ int main() {
       int bad = 0;  // the mean of 1..gpus
       for (std::size_t l = 0; l < grad.size(); ++l) {
         std::vector<float> host(layout.layer(l).elements);
-        cuda(cudaMemcpy(host.data(), grad[l], host.size() * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
+        check_cuda(cudaMemcpy(host.data(), grad[l], host.size() * sizeof(float), cudaMemcpyDeviceToHost), "cudaMemcpy");
         for (float x : host) bad += x != float(gpus + 1) / 2;
-        cuda(cudaFree(grad[l]), "cudaFree");
+        check_cuda(cudaFree(grad[l]), "cudaFree");
       }
       wrong[rank] = bad;
     });
