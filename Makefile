@@ -7,8 +7,10 @@ BUILD := build/$(PRESET)
 setup:
 	bash scripts/setup.sh
 
+# CMAKE_ARGS: extra cache settings, e.g. CMAKE_ARGS=-DGRADSYNC_WERROR=ON (what CI uses).
+CMAKE_ARGS ?=
 configure: setup
-	cmake --preset $(PRESET) >/dev/null
+	cmake --preset $(PRESET) $(CMAKE_ARGS) >/dev/null
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)

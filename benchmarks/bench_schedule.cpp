@@ -51,7 +51,7 @@ BENCHMARK(BM_LanesProducerConsumer)->Arg(1000)->Arg(10000)->UseRealTime();
 static void BM_SynchronizerPerUnit(benchmark::State& state) {
   const auto units = static_cast<std::size_t>(state.range(0));
   std::vector<gs::LayerSpec> specs;
-  for (std::size_t l = 0; l < 100; ++l) specs.push_back({"l" + std::to_string(l), units / 100});
+  for (std::size_t l = 0; l < 100; ++l) specs.push_back({std::string("l").append(std::to_string(l)), units / 100});  // not "l" + ...: GCC 12 warns -Wrestrict falsely (bug 105651)
   gs::ModelLayout layout(specs);
   gs::transport::InProcessGroup group(1);
   gs::Synchronizer<gs::slicing::FixedSlices, gs::priority::ForwardOrder, gs::codec::Identity, gs::collective::Ring>

@@ -201,7 +201,7 @@ int main(int argc, char** argv) {
       c.model.input = parse_shape(input);
     }
     if (c.dataset == "fashion-mnist" && c.model.name == "lstm-lm")
-      throw std::invalid_argument("lstm-lm trains on synthetic tokens: use --dataset synthetic");
+      throw gradsync::ConfigError("lstm-lm trains on synthetic tokens: use --dataset synthetic");
     // Ranks wait for rank 0 while it evaluates or checkpoints: allow minutes, not seconds.
     constexpr std::chrono::minutes patience{10};
     gradsync::transport::InProcessGroup group(int(c.ranks), patience);
@@ -211,7 +211,7 @@ int main(int argc, char** argv) {
     std::optional<gradsync::transport::Mpi> mpi_world;
     if (mpi) {
       mpi_world.emplace(MPI_COMM_WORLD, patience);
-      if (app.count("--ranks")) throw std::invalid_argument("--ranks is for in-process ranks; under mpirun use -np");
+      if (app.count("--ranks")) throw gradsync::ConfigError("--ranks is for in-process ranks; under mpirun use -np");
       c.ranks = 1;
       c.world = std::size_t(mpi_world->size());
       c.first_rank = std::size_t(mpi_world->rank());
@@ -245,14 +245,17 @@ int main(int argc, char** argv) {
         opt.check_finite = false;
         const std::string codec = pol.codec.substr(0, pol.codec.find(':'));
         if (codec != "fp32" && codec != "fp16" && codec != "bf16")
-          throw std::invalid_argument("--precision mixed needs a codec that carries Inf/NaN to every rank (fp32, fp16 "
+          throw gradsync::ConfigError("--precision mixed needs a codec that carries Inf/NaN to every rank (fp32, fp16 "
                                       "or bf16) so all ranks skip an overflowed step; got --codec " + pol.codec);
       }
       opt.seed = c.seed;
       if (inflight > 0) opt.inflight_units = inflight;
       if (credit_mb > 0) opt.credit_bytes = static_cast<std::size_t>(credit_mb * 1024 * 1024);
-      const gradsync::PolicyNames names{pol.slicing, pol.priority, pol.codec, pol.collective};
-      factory = [&, opt, names](std::size_t r, const Model& model) -> std::unique_ptr<GradientSync> {
+      // Parsed and checked here, once, before any data loads or rank starts: a bad name fails at once.
+      const auto policies =
+          gradsync::AnySynchronizer::parse({pol.slicing, pol.priority, pol.codec, pol.collective});
+      gradsync::collective::check_accepts(policies.collective, policies.codec);
+      factory = [&, opt, policies](std::size_t r, const Model& model) -> std::unique_ptr<GradientSync> {
         gradsync::Options o = opt;
         if (c.trace)
           o.on_unit = [&trace, r](const gradsync::UnitEvent& e) {
@@ -263,11 +266,11 @@ int main(int argc, char** argv) {
             trace.span(name, r, Trace::queued, e.ready, e.started);
             trace.span(name, r, Trace::wire, e.started, e.finished);
           };
-        return std::make_unique<LibrarySync>(*transports.at(r - c.first_rank), model, names, o,
-                                             r == 0 ? &rank0_stats : nullptr);
+        return std::make_unique<SynchronizerHook<gradsync::AnySynchronizer>>(
+            *transports.at(r - c.first_rank), model, o, policies, r == 0 ? &rank0_stats : nullptr);
       };
     } else if (!bandwidth.empty()) {
-      throw std::invalid_argument("--bandwidth emulates the library's links: use it with --sync library");
+      throw gradsync::ConfigError("--bandwidth emulates the library's links: use it with --sync library");
     }
     const TrainResult r = train(c, factory);
     if (!trace_path.empty()) trace.write(c.first_rank == 0 ? trace_path : trace_path + ".rank" + std::to_string(c.first_rank));

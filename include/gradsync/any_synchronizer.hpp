@@ -8,7 +8,14 @@
 ///                                                      .collective = "ps"}};
 /// \endcode
 ///
-/// Unknown or malformed names throw ConfigError listing the valid ones.
+/// Unknown or malformed names throw ConfigError listing the valid ones. A CLI that starts several
+/// ranks parses once, before any rank starts, and builds each rank's synchronizer from the result:
+///
+/// \code
+///   const auto policies = gradsync::AnySynchronizer::parse(names);   // ConfigError here, at once
+///   gradsync::collective::check_accepts(policies.collective, policies.codec);
+///   gradsync::AnySynchronizer sync{transport, layout, options, policies};
+/// \endcode
 #include <string>
 
 #include "codec/any.hpp"
@@ -32,10 +39,17 @@ class AnySynchronizer
   using Base = Synchronizer<slicing::AnySlicing, priority::AnyPriority, codec::AnyCodec, collective::AnyCollective>;
 
  public:
+  /// The policy objects `names` choose; throws ConfigError naming the bad one.
+  static Policies parse(const PolicyNames& names) {
+    return {slicing::AnySlicing::parse(names.slicing), priority::AnyPriority::parse(names.priority),
+            codec::AnyCodec::parse(names.codec), collective::AnyCollective::parse(names.collective)};
+  }
+
   AnySynchronizer(transport::Transport& t, ModelLayout layout, const PolicyNames& names = {}, Options options = {})
-      : Base(t, std::move(layout), std::move(options),
-             {slicing::AnySlicing::parse(names.slicing), priority::AnyPriority::parse(names.priority),
-              codec::AnyCodec::parse(names.codec), collective::AnyCollective::parse(names.collective)}) {}
+      : Base(t, std::move(layout), std::move(options), parse(names)) {}
+  /// From policies parse() returned (the order of Synchronizer's own constructor).
+  AnySynchronizer(transport::Transport& t, ModelLayout layout, Options options, Policies policies)
+      : Base(t, std::move(layout), std::move(options), std::move(policies)) {}
 };
 
 }  // namespace gradsync

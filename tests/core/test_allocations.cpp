@@ -14,13 +14,22 @@ std::atomic<bool> counting{false};
 std::atomic<long> allocations{0};
 }  // namespace
 
-void* operator new(std::size_t n) {
+// Every replaceable form that the default forms would route through malloc/free, replaced alike, so
+// that a block is always freed by the family that allocated it (no -Wmismatched-new-delete). The
+// over-aligned forms stay the library's own pair.
+namespace {
+void* counted_malloc(std::size_t n) {
   if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1, std::memory_order_relaxed);
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
+}  // namespace
+void* operator new(std::size_t n) { return counted_malloc(n); }
+void* operator new[](std::size_t n) { return counted_malloc(n); }
 void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
 TEST_CASE("steady-state iterations do not allocate") {
   using namespace gradsync;

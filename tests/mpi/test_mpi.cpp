@@ -133,7 +133,7 @@ TEST_CASE("the parameter server's thread over MPI: many small units over many it
   const int n = world_size();
   transport::Mpi t(MPI_COMM_WORLD, 20s);
   std::vector<LayerSpec> entries;
-  for (int l = 0; l < 48; ++l) entries.push_back({"l" + std::to_string(l), static_cast<std::size_t>(50 + 37 * l)});
+  for (int l = 0; l < 48; ++l) entries.push_back({std::string("l").append(std::to_string(l)), static_cast<std::size_t>(50 + 37 * l)});
   const ModelLayout layout(entries);
   AnySynchronizer sync(t, layout, {"fixed:300", "forward", "fp32", "ps"}, Options{.average = false, .inflight_units = 4});
   std::vector<std::vector<float>> grads(layout.num_layers());

@@ -54,7 +54,7 @@ Outcome run(int rank, transport::Transport& t, const ModelLayout& layout, const 
 void matrix(const std::string& model, double width, std::size_t classes = 10) {
   trainer::ModelConfig config{.name = model, .width = width, .input = {1, 28, 28}, .classes = classes};
   if (model == "lstm-lm") config.input = {32};
-  const ModelLayout layout = trainer::LibrarySync::layout(*trainer::make_model(config));
+  const ModelLayout layout = trainer::layout_of(*trainer::make_model(config));
   for (const char* collective : kCollectives)
     for (int ranks : {2, 3, 4}) {
       std::uint64_t fp32_bytes = 0;

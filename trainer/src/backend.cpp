@@ -2,7 +2,12 @@
 
 #include <algorithm>
 
+// GCC 12's own AVX-512 headers warn -Wmaybe-uninitialized about _mm512_undefined_*() inside Eigen's
+// kernels (GCC bug 105593, fixed in GCC 13): silenced for Eigen's code only, not for ours.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <Eigen/Core>
+#pragma GCC diagnostic pop
 #include <omp.h>
 
 namespace gradsync::trainer::host {

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <gradsync/core/error.hpp>
 
 #include "gradsync/trainer/kernels.hpp"
 #include "gradsync/trainer/layers.hpp"
@@ -18,7 +19,7 @@ Conv2d::Conv2d(std::string name, std::size_t in, std::size_t out, std::size_t ke
                std::size_t pad, bool bias)
     : Module(name), in_(in), out_(out), k_(kernel), stride_(stride), pad_(pad), has_bias_(bias) {
   if (in == 0 || out == 0 || kernel == 0 || stride == 0)
-    throw std::invalid_argument(name + ": channels, kernel and stride must be positive");
+    throw UsageError(name + ": channels, kernel and stride must be positive");
   // Kaiming-normal (fan_out, as torchvision's ResNet/VGG): keeps activations' scale through ReLUs.
   make_param(weight, name + ".weight", {out, in, kernel, kernel}, true, Param::Init::normal,
              std::sqrt(2.0f / float(out * kernel * kernel)));
@@ -51,7 +52,7 @@ Tensor Conv2d::do_forward(const Tensor& x, Context& ctx) {
   expect_shape(x.rank() == 4 && x.dim(1) == in_, name().c_str(), "[N, in, H, W]", x.shape());
   const std::size_t n = x.dim(0), h = x.dim(2), w = x.dim(3);
   if (h + 2 * pad_ < k_ || w + 2 * pad_ < k_)
-    throw std::invalid_argument(name() + ": input " + to_string(x.shape()) + " is smaller than the kernel");
+    throw UsageError(name() + ": input " + to_string(x.shape()) + " is smaller than the kernel");
   const std::size_t oh = (h + 2 * pad_ - k_) / stride_ + 1, ow = (w + 2 * pad_ - k_) / stride_ + 1;
   const std::size_t rows = in_ * k_ * k_, s = oh * ow;
   const std::size_t nb_max = per_image(s) ? 1 : chunk_images(n, rows, s);

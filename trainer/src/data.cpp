@@ -1,4 +1,5 @@
 #include "gradsync/trainer/data.hpp"
+#include <gradsync/core/error.hpp>
 
 #include <zlib.h>
 
@@ -82,7 +83,7 @@ Dataset load_fashion_mnist(bool train, const std::string& dir) {
 
 Dataset synthetic_images(const Shape& sample, std::size_t classes, std::size_t count, std::uint64_t seed) {
   if (sample.size() != 3 || product(sample) == 0 || classes < 2 || count == 0)
-    throw std::invalid_argument("synthetic images: need a [C, H, W] shape, >= 2 classes and >= 1 sample");
+    throw UsageError("synthetic images: need a [C, H, W] shape, >= 2 classes and >= 1 sample");
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const std::size_t s = product(sample);
@@ -103,7 +104,7 @@ Dataset synthetic_images(const Shape& sample, std::size_t classes, std::size_t c
 
 Dataset synthetic_tokens(std::size_t length, std::size_t vocab, std::size_t count, std::uint64_t seed) {
   if (length == 0 || vocab < 2 || count == 0)
-    throw std::invalid_argument("synthetic tokens: need length >= 1, vocabulary >= 2 and >= 1 sequence");
+    throw UsageError("synthetic tokens: need length >= 1, vocabulary >= 2 and >= 1 sequence");
   std::mt19937_64 rng(seed);
   Dataset d;
   d.sample = {length};
@@ -123,7 +124,7 @@ Dataset synthetic_tokens(std::size_t length, std::size_t vocab, std::size_t coun
 }
 
 Dataset split_tail(Dataset& data, std::size_t count) {
-  if (count > data.size()) throw std::invalid_argument("split: asked for more samples than the dataset holds");
+  if (count > data.size()) throw UsageError("split: asked for more samples than the dataset holds");
   const std::size_t keep = data.size() - count, s = product(data.sample), l = data.labels_per_sample;
   Dataset tail{data.sample, l, data.classes, {data.inputs.begin() + long(keep * s), data.inputs.end()},
                {data.labels.begin() + long(keep * l), data.labels.end()}};
@@ -152,10 +153,10 @@ void gather_samples(const Dataset& data, const std::uint32_t* indices, std::size
 ShardedLoader::ShardedLoader(const Dataset& data, std::size_t batch, std::size_t rank, std::size_t ranks,
                              std::uint64_t seed, bool shuffle)
     : data_(data), batch_(batch), rank_(rank), ranks_(ranks), seed_(seed), shuffle_(shuffle) {
-  if (batch == 0 || ranks == 0 || rank >= ranks) throw std::invalid_argument("loader: need batch > 0, rank < ranks");
+  if (batch == 0 || ranks == 0 || rank >= ranks) throw UsageError("loader: need batch > 0, rank < ranks");
   batches_ = data.size() / ranks / batch;
   if (batches_ == 0)
-    throw std::invalid_argument("loader: " + std::to_string(data.size()) + " samples cannot fill one batch of " +
+    throw UsageError("loader: " + std::to_string(data.size()) + " samples cannot fill one batch of " +
                                 std::to_string(batch) + " on each of " + std::to_string(ranks) + " ranks");
 }
 

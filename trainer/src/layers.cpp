@@ -1,6 +1,7 @@
 // The small layers: activation, pooling, reshaping, linear, dropout, residual, embedding, loss.
 #include <cmath>
 #include <cstring>
+#include <gradsync/core/error.hpp>
 
 #include "gradsync/trainer/kernels.hpp"
 #include "gradsync/trainer/layers.hpp"
@@ -24,7 +25,7 @@ Tensor ReLU::backward(const Tensor& dy, Context&) {
 MaxPool2d::MaxPool2d(std::string name, std::size_t kernel, std::size_t stride, std::size_t pad)
     : Module(std::move(name)), k_(kernel), stride_(stride), pad_(pad) {
   if (kernel == 0 || stride == 0 || 2 * pad > kernel)
-    throw std::invalid_argument(this->name() + ": need kernel, stride > 0 and pad <= kernel / 2");
+    throw UsageError(this->name() + ": need kernel, stride > 0 and pad <= kernel / 2");
 }
 Tensor MaxPool2d::do_forward(const Tensor& x, Context& ctx) {
   expect_shape(x.rank() == 4 && x.dim(2) + 2 * pad_ >= k_ && x.dim(3) + 2 * pad_ >= k_, name().c_str(),
@@ -48,9 +49,9 @@ Tensor MaxPool2d::backward(const Tensor& dy, Context&) {
 }
 
 // ---- GlobalAvgPool ----
-Tensor GlobalAvgPool::do_forward(const Tensor& x, Context&) {
+Tensor GlobalAvgPool::do_forward(const Tensor& x, Context& ctx) {
   expect_shape(x.rank() == 4, name().c_str(), "[N, C, H, W]", x.shape());
-  in_shape_ = x.shape();
+  if (ctx.training) in_shape_ = x.shape();  // backward's state: not in eval mode
   Tensor y({x.dim(0), x.dim(1)});
   const std::size_t s = x.dim(2) * x.dim(3);
   backend::reduce_rows(y.size(), s, kernels::PlaneTerm{x.data(), nullptr, 1, s, false}, y.data(), 1.0 / double(s));
@@ -64,14 +65,14 @@ Tensor GlobalAvgPool::backward(const Tensor& dy, Context&) {
 }
 
 // ---- Flatten, LastStep, RowsAsSequence ----
-Tensor Flatten::do_forward(const Tensor& x, Context&) {
-  in_shape_ = x.shape();
+Tensor Flatten::do_forward(const Tensor& x, Context& ctx) {
+  if (ctx.training) in_shape_ = x.shape();  // backward's state: not in eval mode
   return x.reshaped({x.dim(0), x.size() / x.dim(0)});
 }
 
-Tensor LastStep::do_forward(const Tensor& x, Context&) {
+Tensor LastStep::do_forward(const Tensor& x, Context& ctx) {
   expect_shape(x.rank() == 3, name().c_str(), "[N, T, F]", x.shape());
-  in_shape_ = x.shape();
+  if (ctx.training) in_shape_ = x.shape();  // backward's state: not in eval mode
   const std::size_t n = x.dim(0), t = x.dim(1), f = x.dim(2);
   Tensor y({n, f});
   backend::for_each(n, kernels::StridedRows{x.data(), y.data(), f, t * f, (t - 1) * f, f, 0}, f);
@@ -84,9 +85,9 @@ Tensor LastStep::backward(const Tensor& dy, Context&) {
   return dx;
 }
 
-Tensor RowsAsSequence::do_forward(const Tensor& x, Context&) {
+Tensor RowsAsSequence::do_forward(const Tensor& x, Context& ctx) {
   expect_shape(x.rank() == 4, name().c_str(), "[N, C, H, W]", x.shape());
-  in_shape_ = x.shape();
+  if (ctx.training) in_shape_ = x.shape();  // backward's state: not in eval mode
   const std::size_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
   Tensor y({n, h, c * w});
   backend::for_each(n * h * c, kernels::SwapAxes{x.data(), y.data(), c, h, w}, w);  // [n, c, h, w] -> [n, h, c, w]
@@ -102,7 +103,7 @@ Tensor RowsAsSequence::backward(const Tensor& dy, Context&) {
 // ---- Linear ----
 Linear::Linear(std::string name, std::size_t in, std::size_t out, bool bias)
     : Module(name), in_(in), out_(out), has_bias_(bias) {
-  if (in == 0 || out == 0) throw std::invalid_argument(name + ": sizes must be positive");
+  if (in == 0 || out == 0) throw UsageError(name + ": sizes must be positive");
   // Normal(0, 1/sqrt(in)): unit-variance outputs for unit-variance inputs.
   make_param(weight, name + ".weight", {out, in}, true, Param::Init::normal, 1.0f / std::sqrt(float(in)));
   if (bias) {
@@ -135,7 +136,7 @@ Tensor Linear::backward(const Tensor& dy, Context& ctx) {
 
 // ---- Dropout ----
 Dropout::Dropout(std::string name, float p, std::uint64_t layer_id) : Module(std::move(name)), p_(p), id_(layer_id) {
-  if (!(p >= 0.0f && p < 1.0f)) throw std::invalid_argument(this->name() + ": p must be in [0, 1)");
+  if (!(p >= 0.0f && p < 1.0f)) throw UsageError(this->name() + ": p must be in [0, 1)");
 }
 namespace {
 std::uint64_t dropout_key(std::uint64_t seed, std::uint64_t step, std::uint64_t id) {
@@ -175,7 +176,7 @@ Tensor Residual::do_forward(const Tensor& x, Context& ctx) {
   Tensor a = main_->forward(x, ctx);
   Tensor b = shortcut_ ? shortcut_->forward(x, ctx) : x;
   if (a.shape() != b.shape())
-    throw std::invalid_argument(name() + ": main path " + to_string(a.shape()) + " and shortcut " + to_string(b.shape()) +
+    throw UsageError(name() + ": main path " + to_string(a.shape()) + " and shortcut " + to_string(b.shape()) +
                                 " differ");
   if (relu_) backend::for_each(a.size(), kernels::AddRelu{a.data(), b.data(), a.data()});
   else backend::for_each(a.size(), kernels::Add{a.data(), b.data(), a.data()});
@@ -204,7 +205,7 @@ Tensor Embedding::do_forward(const Tensor& x, Context&) {
   for (std::size_t r = 0; r < tokens.size(); ++r) {
     const float v = tokens[r];
     if (!(v >= 0.0f && v < float(vocab_)) || v != std::floor(v))
-      throw std::invalid_argument(name() + ": token id " + std::to_string(v) + " outside [0, " + std::to_string(vocab_) + ")");
+      throw UsageError(name() + ": token id " + std::to_string(v) + " outside [0, " + std::to_string(vocab_) + ")");
     ids[r] = std::uint32_t(v);
   }
   from_host<std::uint32_t>(ids_, ids);
@@ -224,11 +225,11 @@ Tensor Embedding::backward(const Tensor& dy, Context& ctx) {
 float SoftmaxCrossEntropy::forward(const Tensor& logits, std::span<const std::int32_t> labels) {
   const std::size_t c = logits.shape().back(), m = logits.size() / c;
   if (labels.size() != m)
-    throw std::invalid_argument("cross-entropy: " + std::to_string(labels.size()) + " labels for " + std::to_string(m) +
+    throw UsageError("cross-entropy: " + std::to_string(labels.size()) + " labels for " + std::to_string(m) +
                                 " rows of logits " + to_string(logits.shape()));
   for (auto y : labels)
     if (y < 0 || std::size_t(y) >= c)
-      throw std::invalid_argument("cross-entropy: label " + std::to_string(y) + " outside [0, " + std::to_string(c) + ")");
+      throw UsageError("cross-entropy: label " + std::to_string(y) + " outside [0, " + std::to_string(c) + ")");
   probs_.resize({m, c});
   from_host(labels_, labels);
   Buffer<float> loss(m);

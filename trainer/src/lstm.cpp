@@ -1,5 +1,6 @@
 #include <cmath>
 #include <cstring>
+#include <gradsync/core/error.hpp>
 
 #include "gradsync/trainer/half.hpp"
 #include "gradsync/trainer/kernels.hpp"
@@ -8,7 +9,7 @@
 namespace gradsync::trainer {
 
 LSTM::LSTM(std::string name, std::size_t in, std::size_t hidden) : Module(name), in_(in), h_(hidden) {
-  if (in == 0 || hidden == 0) throw std::invalid_argument(name + ": sizes must be positive");
+  if (in == 0 || hidden == 0) throw UsageError(name + ": sizes must be positive");
   const float bound = 1.0f / std::sqrt(float(hidden));  // PyTorch's LSTM initialisation
   make_param(w_ih, name + ".weight_ih", {4 * hidden, in}, true, Param::Init::uniform, bound);
   make_param(w_hh, name + ".weight_hh", {4 * hidden, hidden}, true, Param::Init::uniform, bound);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <gradsync/core/error.hpp>
 
 #include "gradsync/trainer/model.hpp"
 
@@ -24,7 +25,7 @@ struct Builder {
   void conv(Sequential& seq, const std::string& name, std::size_t out, std::size_t k, std::size_t s, std::size_t p,
             bool bias) {
     if (h + 2 * p < k || w + 2 * p < k)
-      throw std::invalid_argument(name + ": the input is too small for this model (feature map " + std::to_string(h) +
+      throw ConfigError(name + ": the input is too small for this model (feature map " + std::to_string(h) +
                                   "x" + std::to_string(w) + " before a " + std::to_string(k) + "x" +
                                   std::to_string(k) + " convolution)");
     seq.emplace<Conv2d>(name, c, out, k, s, p, bias);
@@ -34,7 +35,7 @@ struct Builder {
   }
   void maxpool(Sequential& seq, const std::string& name, std::size_t k, std::size_t s, std::size_t p) {
     if (h + 2 * p < k || w + 2 * p < k)
-      throw std::invalid_argument(name + ": the input is too small for this model (feature map " + std::to_string(h) +
+      throw ConfigError(name + ": the input is too small for this model (feature map " + std::to_string(h) +
                                   "x" + std::to_string(w) + " before a " + std::to_string(k) + "x" +
                                   std::to_string(k) + " pooling window)");
     seq.emplace<MaxPool2d>(name, k, s, p);
@@ -48,12 +49,25 @@ struct Builder {
 
 Builder image_builder(const ModelConfig& cfg) {
   if (cfg.input.size() != 3 || product(cfg.input) == 0)
-    throw std::invalid_argument("model " + cfg.name + ": input must be [C, H, W] with positive sizes, got " +
+    throw ConfigError("model " + cfg.name + ": input must be [C, H, W] with positive sizes, got " +
                                 to_string(cfg.input));
   return Builder{cfg.width, cfg.input[0], cfg.input[1], cfg.input[2]};
 }
 
 // ---- ResNets ----
+/// A block: `main` plus the shortcut, which is the identity unless the block changes the shape
+/// (then a 1x1 convolution of `stride` and batch norm: `name`.downsample).
+ModulePtr residual(const std::string& name, ModulePtr main, std::size_t in, std::size_t out, std::size_t stride) {
+  ModulePtr shortcut;
+  if (stride != 1 || in != out) {
+    auto sc = std::make_unique<Sequential>(name + ".downsample");
+    sc->emplace<Conv2d>(name + ".downsample.0", in, out, 1, stride, 0, false);
+    sc->emplace<BatchNorm2d>(name + ".downsample.1", out);
+    shortcut = std::move(sc);
+  }
+  return std::make_unique<Residual>(name, std::move(main), std::move(shortcut));
+}
+
 ModulePtr basic_block(Builder& b, const std::string& name, std::size_t planes, std::size_t stride) {
   const std::size_t in = b.c;
   auto main = std::make_unique<Sequential>(name);
@@ -62,14 +76,7 @@ ModulePtr basic_block(Builder& b, const std::string& name, std::size_t planes, s
   main->emplace<ReLU>();
   b.conv(*main, name + ".conv2", planes, 3, 1, 1, false);
   main->emplace<BatchNorm2d>(name + ".bn2", planes);
-  ModulePtr shortcut;
-  if (stride != 1 || in != planes) {
-    auto sc = std::make_unique<Sequential>(name + ".downsample");
-    sc->emplace<Conv2d>(name + ".downsample.0", in, planes, 1, stride, 0, false);
-    sc->emplace<BatchNorm2d>(name + ".downsample.1", planes);
-    shortcut = std::move(sc);
-  }
-  return std::make_unique<Residual>(name, std::move(main), std::move(shortcut));
+  return residual(name, std::move(main), in, planes, stride);
 }
 
 ModulePtr bottleneck(Builder& b, const std::string& name, std::size_t planes, std::size_t stride) {
@@ -83,14 +90,7 @@ ModulePtr bottleneck(Builder& b, const std::string& name, std::size_t planes, st
   main->emplace<ReLU>();
   b.conv(*main, name + ".conv3", out, 1, 1, 0, false);
   main->emplace<BatchNorm2d>(name + ".bn3", out);
-  ModulePtr shortcut;
-  if (stride != 1 || in != out) {
-    auto sc = std::make_unique<Sequential>(name + ".downsample");
-    sc->emplace<Conv2d>(name + ".downsample.0", in, out, 1, stride, 0, false);
-    sc->emplace<BatchNorm2d>(name + ".downsample.1", out);
-    shortcut = std::move(sc);
-  }
-  return std::make_unique<Residual>(name, std::move(main), std::move(shortcut));
+  return residual(name, std::move(main), in, out, stride);
 }
 
 using BlockFn = ModulePtr (*)(Builder&, const std::string&, std::size_t, std::size_t);
@@ -209,7 +209,7 @@ ModulePtr lstm_classifier(const ModelConfig& cfg) {
 // Embedding-heavy like the P3 paper's Sockeye: the first layer (the embedding) is the largest.
 ModulePtr lstm_lm(const ModelConfig& cfg) {
   if (cfg.input.size() != 1 || cfg.input[0] == 0)
-    throw std::invalid_argument("model lstm-lm: input must be [T] token ids, got " + to_string(cfg.input));
+    throw ConfigError("model lstm-lm: input must be [T] token ids, got " + to_string(cfg.input));
   Builder b{cfg.width, 0, 0, 0};
   const std::size_t embed = b.scaled(512), hidden = b.scaled(256);
   auto net = std::make_unique<Sequential>();
@@ -254,10 +254,10 @@ std::unique_ptr<Model> make_model(const ModelConfig& config) {
   if (it == registry().end()) {
     std::string valid;
     for (auto& n : model_names()) valid += (valid.empty() ? "" : ", ") + n;
-    throw std::invalid_argument("unknown model '" + config.name + "' (valid: " + valid + ")");
+    throw ConfigError("unknown model '" + config.name + "' (valid: " + valid + ")");
   }
-  if (!(config.width > 0.0)) throw std::invalid_argument("model width must be positive");
-  if (config.classes < 2) throw std::invalid_argument("model needs at least 2 classes");
+  if (!(config.width > 0.0)) throw ConfigError("model width must be positive");
+  if (config.classes < 2) throw ConfigError("model needs at least 2 classes");
   return std::make_unique<Model>(config, it->second(config));
 }
 

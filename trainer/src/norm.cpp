@@ -1,5 +1,6 @@
 #include "gradsync/trainer/kernels.hpp"
 #include "gradsync/trainer/layers.hpp"
+#include <gradsync/core/error.hpp>
 
 #include <cmath>
 
@@ -26,7 +27,7 @@ Tensor BatchNorm2d::do_forward(const Tensor& x, Context& ctx) {
   Tensor mean({c_});
   inv_std_.resize({c_});
   if (ctx.training) {
-    if (n * s < 2) throw std::invalid_argument(name() + ": batch statistics need more than one value per channel");
+    if (n * s < 2) throw UsageError(name() + ": batch statistics need more than one value per channel");
     // Two-pass variance (accuracy): the mean, then the mean square deviation from it.
     partial_.resize({n * c_});
     Tensor var({c_});

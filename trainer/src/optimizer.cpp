@@ -1,4 +1,5 @@
 #include "gradsync/trainer/optimizer.hpp"
+#include <gradsync/core/error.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -9,8 +10,8 @@
 namespace gradsync::trainer {
 
 Optimizer::Optimizer(const std::vector<Param*>& params, OptimizerConfig config) : config_(config) {
-  if (config.momentum < 0.0f || config.momentum >= 1.0f) throw std::invalid_argument("momentum must be in [0, 1)");
-  if (config.weight_decay < 0.0f) throw std::invalid_argument("weight decay must be >= 0");
+  if (config.momentum < 0.0f || config.momentum >= 1.0f) throw ConfigError("momentum must be in [0, 1)");
+  if (config.weight_decay < 0.0f) throw ConfigError("weight decay must be >= 0");
   for (auto* p : params) velocity_.emplace_back(p->value.shape(), 0.0f);
 }
 
@@ -30,8 +31,8 @@ void Optimizer::step(Param& p, float lr) {
 LrSchedule::LrSchedule(float base, std::string kind, std::size_t warmup, std::size_t total)
     : base_(base), kind_(std::move(kind)), warmup_(warmup), total_(total) {
   if (std::find(kinds().begin(), kinds().end(), kind_) == kinds().end())
-    throw std::invalid_argument("unknown learning-rate schedule '" + kind_ + "' (valid: constant, step, cosine, poly)");
-  if (!(base > 0.0f)) throw std::invalid_argument("learning rate must be positive");
+    throw ConfigError("unknown learning-rate schedule '" + kind_ + "' (valid: constant, step, cosine, poly)");
+  if (!(base > 0.0f)) throw ConfigError("learning rate must be positive");
 }
 
 const std::vector<std::string>& LrSchedule::kinds() {

@@ -1,4 +1,5 @@
 #include "gradsync/trainer/sync.hpp"
+#include <gradsync/core/error.hpp>
 
 #include <stdexcept>
 #include <string>
@@ -10,7 +11,7 @@ class LocalAllReduceGroup::Rank final : public GradientSync {
   Rank(LocalAllReduceGroup& g, std::size_t r) : g_(g), r_(r) {}
   void gradient_ready(std::size_t t, std::span<float> grad) override {
     if (t >= g_.sizes_.size() || grad.size() != g_.sizes_[t])
-      throw std::invalid_argument("all-reduce: tensor " + std::to_string(t) + " with " + std::to_string(grad.size()) +
+      throw UsageError("all-reduce: tensor " + std::to_string(t) + " with " + std::to_string(grad.size()) +
                                   " elements does not match the layout");
     g_.grads_[r_][t] = grad;
   }
@@ -28,7 +29,7 @@ class LocalAllReduceGroup::Rank final : public GradientSync {
 
 LocalAllReduceGroup::LocalAllReduceGroup(std::size_t ranks, std::vector<std::size_t> tensor_sizes)
     : ranks_(ranks), sizes_(std::move(tensor_sizes)), grads_(ranks, std::vector<std::span<float>>(sizes_.size())) {
-  if (ranks == 0) throw std::invalid_argument("all-reduce: need at least one rank");
+  if (ranks == 0) throw UsageError("all-reduce: need at least one rank");
 }
 
 std::unique_ptr<GradientSync> LocalAllReduceGroup::rank(std::size_t r) {

@@ -1,4 +1,5 @@
 #include "gradsync/trainer/tensor.hpp"
+#include <gradsync/core/error.hpp>
 
 #include <algorithm>
 #include <new>
@@ -74,7 +75,7 @@ Tensor Tensor::reshaped(Shape shape) const& {
 
 Tensor Tensor::reshaped(Shape shape) && {
   if (product(shape) != data_.size())
-    throw std::invalid_argument("reshape " + to_string(shape_) + " to " + to_string(shape) + ": sizes differ");
+    throw UsageError("reshape " + to_string(shape_) + " to " + to_string(shape) + ": sizes differ");
   shape_ = std::move(shape);
   return std::move(*this);
 }
@@ -90,7 +91,7 @@ std::vector<float> Tensor::to_host() const { return trainer::to_host(data_); }
 
 void Tensor::from_host(std::span<const float> values) {
   if (values.size() != size())
-    throw std::invalid_argument("tensor " + to_string(shape_) + ": " + std::to_string(values.size()) +
+    throw UsageError("tensor " + to_string(shape_) + ": " + std::to_string(values.size()) +
                                 " values from the host");
 #if defined(GRADSYNC_TRAINER_CUDA)
   data_.from_host(values);
@@ -100,7 +101,7 @@ void Tensor::from_host(std::span<const float> values) {
 }
 
 void expect_shape(bool ok, const char* what, const char* expected, const Shape& got) {
-  if (!ok) throw std::invalid_argument(std::string(what) + ": expected " + expected + ", got " + to_string(got));
+  if (!ok) throw UsageError(std::string(what) + ": expected " + expected + ", got " + to_string(got));
 }
 
 }  // namespace gradsync::trainer

@@ -1,4 +1,5 @@
 #include "gradsync/trainer/trainer.hpp"
+#include <gradsync/core/error.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -187,9 +188,9 @@ struct Datasets {
 Datasets load_data(const TrainConfig& cfg) {
   if (cfg.dataset == "fashion-mnist") {
     if (cfg.model.input != Shape{1, 28, 28})
-      throw std::invalid_argument("fashion-mnist images are [1, 28, 28]; the model input is " +
+      throw ConfigError("fashion-mnist images are [1, 28, 28]; the model input is " +
                                   to_string(cfg.model.input));
-    if (cfg.model.classes != 10) throw std::invalid_argument("fashion-mnist has 10 classes");
+    if (cfg.model.classes != 10) throw ConfigError("fashion-mnist has 10 classes");
     return {load_fashion_mnist(true, cfg.data_dir), load_fashion_mnist(false, cfg.data_dir)};
   }
   if (cfg.dataset == "synthetic") {
@@ -201,7 +202,7 @@ Datasets load_data(const TrainConfig& cfg) {
     Dataset test = split_tail(all, cfg.synthetic_test);
     return {std::move(all), std::move(test)};
   }
-  throw std::invalid_argument("unknown dataset '" + cfg.dataset + "' (valid: fashion-mnist, synthetic)");
+  throw ConfigError("unknown dataset '" + cfg.dataset + "' (valid: fashion-mnist, synthetic)");
 }
 
 std::string what(std::exception_ptr e) {
@@ -246,11 +247,11 @@ Evaluation evaluate(Model& model, const Dataset& data, std::size_t batch, bool h
 }
 
 TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
-  if (cfg.ranks == 0) throw std::invalid_argument("--ranks must be at least 1");
-  if (cfg.threads < 1) throw std::invalid_argument("--threads must be at least 1");
-  if (cfg.epochs == 0 && cfg.iterations == 0) throw std::invalid_argument("need --epochs or --iterations > 0");
+  if (cfg.ranks == 0) throw ConfigError("--ranks must be at least 1");
+  if (cfg.threads < 1) throw ConfigError("--threads must be at least 1");
+  if (cfg.epochs == 0 && cfg.iterations == 0) throw ConfigError("need --epochs or --iterations > 0");
   if (cfg.precision != "fp32" && cfg.precision != "mixed")
-    throw std::invalid_argument("unknown precision '" + cfg.precision + "' (valid: fp32, mixed)");
+    throw ConfigError("unknown precision '" + cfg.precision + "' (valid: fp32, mixed)");
   make_model(cfg.model);  // validate the model before loading data
   const Datasets data = [&] {
     Datasets d = load_data(cfg);
@@ -259,7 +260,7 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
   }();
 
   if (cfg.world > cfg.ranks && !make_sync)
-    throw std::invalid_argument("a job spanning processes (MPI) needs the library synchronizer (--sync library)");
+    throw ConfigError("a job spanning processes (MPI) needs the library synchronizer (--sync library)");
   std::unique_ptr<LocalAllReduceGroup> group;
   if (!make_sync) {
     if (cfg.ranks == 1) {
@@ -274,7 +275,7 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
 
   // Shared plan, identical on every rank.
   const std::size_t world = cfg.world ? cfg.world : cfg.ranks;  // replicas in the whole job
-  if (cfg.first_rank + cfg.ranks > world) throw std::invalid_argument("ranks beyond the job's world size");
+  if (cfg.first_rank + cfg.ranks > world) throw ConfigError("ranks beyond the job's world size");
   const std::size_t bpe = ShardedLoader(data.train, cfg.batch, 0, world, cfg.seed).batches_per_epoch();
   const std::size_t total = cfg.iterations ? cfg.iterations : cfg.epochs * bpe;
   const std::size_t epochs = (total + bpe - 1) / bpe;
@@ -297,7 +298,7 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
         rank.adopt_loaded();
       }
       if (start > total)
-        throw std::invalid_argument(cfg.resume + ": checkpoint is at iteration " + std::to_string(start) +
+        throw ConfigError(cfg.resume + ": checkpoint is at iteration " + std::to_string(start) +
                                     ", past this run's " + std::to_string(total));
       const std::size_t end = cfg.stop_after ? std::min(total, start + cfg.stop_after) : total;
       ShardedLoader loader(data.train, cfg.batch, r, world, cfg.seed);

@@ -1,6 +1,9 @@
 #pragma once
 // The adapter from the trainer's GradientSync hook to the library's Synchronizer: the whole of
-// what a trainer needs to use gradsync (policies chosen by name at run time).
+// what a trainer needs to use gradsync.
+//   SynchronizerHook<Sync>  any Synchronizer<Slicing, Priority, Codec, Collective>, policies fixed
+//                           at compile time (examples/09_trainer_compile_time.cpp)
+//   LibrarySync             AnySynchronizer: policies chosen by name at run time (gradsync-train)
 #include <gradsync/gradsync.hpp>
 
 #include "gradsync/trainer/model.hpp"
@@ -8,13 +11,21 @@
 
 namespace gradsync::trainer {
 
-class LibrarySync final : public GradientSync {
+/// The layout gradsync needs for `model`: its tensors in forward order.
+inline ModelLayout layout_of(const Model& model) {
+  std::vector<LayerSpec> specs;
+  for (auto& [name, elements] : model.layout()) specs.push_back({name, elements});
+  return ModelLayout{std::move(specs)};
+}
+
+template <class Sync>
+class SynchronizerHook : public GradientSync {
  public:
   /// `report`, when given, receives this rank's statistics when the adapter is destroyed.
-  LibrarySync(transport::Transport& transport, const Model& model, const PolicyNames& policies, Options options,
-              Statistics* report = nullptr)
-      : sync_(transport, layout(model), policies, std::move(options)), report_(report) {}
-  ~LibrarySync() override {
+  SynchronizerHook(transport::Transport& transport, const Model& model, Options options,
+                   typename Sync::Policies policies = {}, Statistics* report = nullptr)
+      : sync_(transport, layout_of(model), std::move(options), std::move(policies)), report_(report) {}
+  ~SynchronizerHook() override {
     if (report_) *report_ = sync_.stats();
   }
 
@@ -30,15 +41,16 @@ class LibrarySync final : public GradientSync {
   void report_loss(float loss) override { sync_.report_loss(loss); }
   Statistics statistics() const override { return sync_.stats(); }
 
-  static ModelLayout layout(const Model& model) {
-    std::vector<LayerSpec> specs;
-    for (auto& [name, elements] : model.layout()) specs.push_back({name, elements});
-    return ModelLayout{std::move(specs)};
-  }
-
  private:
-  AnySynchronizer sync_;
+  Sync sync_;
   Statistics* report_;
+};
+
+class LibrarySync final : public SynchronizerHook<AnySynchronizer> {
+ public:
+  LibrarySync(transport::Transport& transport, const Model& model, const PolicyNames& policies, Options options,
+              Statistics* report = nullptr)
+      : SynchronizerHook(transport, model, std::move(options), AnySynchronizer::parse(policies), report) {}
 };
 
 }  // namespace gradsync::trainer

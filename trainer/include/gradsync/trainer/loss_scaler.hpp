@@ -19,6 +19,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <gradsync/core/error.hpp>
 
 namespace gradsync::trainer {
 
@@ -37,7 +38,7 @@ class LossScaler {
   explicit LossScaler(Config c) : c_(c), scale_(c.initial_scale) {
     if (!(c.initial_scale > 0) || !(c.growth_factor > 1) || !(c.backoff_factor > 0 && c.backoff_factor < 1) ||
         c.growth_interval < 1 || !(c.min_scale > 0) || c.min_scale > c.max_scale)
-      throw std::invalid_argument(
+      throw UsageError(
           "LossScaler: need initial_scale > 0, growth_factor > 1, 0 < backoff_factor < 1, growth_interval >= 1 and "
           "0 < min_scale <= max_scale");
   }
@@ -55,7 +56,7 @@ class LossScaler {
   State state() const { return {scale_, clean_, skipped_}; }
   void restore(const State& s) {
     if (!(s.scale >= c_.min_scale && s.scale <= c_.max_scale) || s.clean < 0 || s.clean >= c_.growth_interval)
-      throw std::invalid_argument("LossScaler: saved state (scale " + std::to_string(s.scale) + ", " +
+      throw UsageError("LossScaler: saved state (scale " + std::to_string(s.scale) + ", " +
                                   std::to_string(s.clean) + " clean steps) is outside this configuration's limits");
     scale_ = s.scale;
     clean_ = s.clean;

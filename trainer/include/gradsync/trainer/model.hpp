@@ -44,7 +44,7 @@ class Model {
   std::vector<Param*> params_;
 };
 
-/// Builds one of model_names() for config.input and config.classes; throws std::invalid_argument
+/// Builds one of model_names() for config.input and config.classes; throws gradsync::ConfigError
 /// naming the valid models for an unknown name or an input the architecture cannot take.
 std::unique_ptr<Model> make_model(const ModelConfig& config);
 const std::vector<std::string>& model_names();

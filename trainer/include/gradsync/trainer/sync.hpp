@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+#include <gradsync/core/error.hpp>
 
 #include <gradsync/core/statistics.hpp>
 
@@ -35,7 +36,7 @@ struct GradientSync {
   // (policies and codec): a resume must use the same.
   virtual std::span<const float> state() const { return {}; }
   virtual void load_state(std::size_t /*iteration*/, std::span<const float> saved) {
-    if (!saved.empty()) throw std::invalid_argument("this synchronizer keeps no state to restore");
+    if (!saved.empty()) throw UsageError("this synchronizer keeps no state to restore");
   }
   virtual std::string describe() const { return "exact all-reduce"; }
   /// This rank cannot go on (`reason`): tell the other ranks, so none waits for it. Called before

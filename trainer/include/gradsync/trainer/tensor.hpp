@@ -114,7 +114,7 @@ void from_host(Buffer<T>& b, std::span<const T> values) {
 #endif
 }
 
-/// Throws std::invalid_argument "<what>: expected <expected>, got <shape>" when the check fails.
+/// Throws gradsync::UsageError "<what>: expected <expected>, got <shape>" when the check fails.
 void expect_shape(bool ok, const char* what, const char* expected, const Shape& got);
 
 }  // namespace gradsync::trainer
