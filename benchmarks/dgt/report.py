@@ -77,7 +77,7 @@ with open(dat, "w") as f:
     for model, protos in runs.items():
         for proto, rs in sorted(protos.items()):
             for r in rs:
-                f.write(f'"{model} {proto} s{r["seed"]}"\n')
+                f.write(f'"{model} {proto} {r["seed"]}"\n')
                 for e in r["evaluations"]:
                     f.write(f'{e["train_seconds"]:.3f} {e["test_accuracy"]:.5f}\n')
                 f.write("\n\n")
