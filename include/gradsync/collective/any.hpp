@@ -101,12 +101,7 @@ struct AnyCollective {
   }
   /// The name with the knobs ("hierarchical:2"); the Synchronizer's handshake compares it.
   std::string describe() const {
-    return std::visit(
-        [](const auto& p) {
-          if constexpr (requires { p.describe(); }) return p.describe();
-          else return std::string(p.name());
-        },
-        policy);
+    return std::visit([](const auto& p) { return gradsync::detail::describe_policy(p); }, policy);
   }
   bool needs_lossless_codec() const {
     return std::visit([](const auto& p) { return collective::needs_lossless_codec<std::decay_t<decltype(p)>>; }, policy);

@@ -26,6 +26,13 @@ inline PolicySpec split_policy(std::string_view s) {
                     std::string(text) + "'; valid: " + std::string(valid));
 }
 
+/// A policy's name with its knobs, as the handshake compares it: describe() where the policy has
+/// one, else its name.
+std::string describe_policy(const auto& p) {
+  if constexpr (requires { p.describe(); }) return p.describe();
+  else return std::string(p.name());
+}
+
 /// A positive count with an optional suffix: k/M/G (x1000) or KiB/MiB/GiB (x1024).
 inline std::size_t parse_size(std::string_view text, std::string_view family, std::string_view whole,
                               std::string_view valid) {

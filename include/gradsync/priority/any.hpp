@@ -58,12 +58,7 @@ struct AnyPriority {
   }
   /// The name with the knobs, as the handshake compares it.
   std::string describe() const {
-    return std::visit(
-        [](const auto& p) {
-          if constexpr (requires { p.describe(); }) return p.describe();
-          else return std::string(p.name());
-        },
-        policy);
+    return std::visit([](const auto& p) { return gradsync::detail::describe_policy(p); }, policy);
   }
 
   // Data-dependent parts: DGT only; the others ignore them.
