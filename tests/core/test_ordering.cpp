@@ -66,6 +66,13 @@ using Sync = Synchronizer<slicing::FixedSlices, Priority, codec::Identity, colle
 
 /// Queues all units on rank 0 while its traffic is held, then releases it; returns the layer of
 /// each unit in rank 0's wire order.
+/// The first layer of each unit, in the order the units went on the wire.
+std::vector<std::uint32_t> first_layers_on_wire(const GatedTransport& gated, const auto& sync) {
+  std::vector<std::uint32_t> out;
+  for (transport::Tag u : gated.wire_order()) out.push_back(sync.units()[u].first_layer());
+  return out;
+}
+
 template <class Priority>
 std::vector<std::uint32_t> wire_layers_after_burst() {
   const auto layers = testing::run_ranks<std::vector<std::uint32_t>>(2, [](int r, transport::Transport& t) {
@@ -77,9 +84,7 @@ std::vector<std::uint32_t> wire_layers_after_burst() {
     sync.finish_iteration();
     gated.hold([](transport::Tag) { return false; });
     sync.wait_all();
-    std::vector<std::uint32_t> out;
-    for (transport::Tag u : gated.wire_order()) out.push_back(sync.units()[u].first_layer());
-    return out;
+    return first_layers_on_wire(gated, sync);
   });
   return layers[0];
 }
@@ -142,9 +147,7 @@ TEST_CASE("a data-dependent priority re-keys units from the aggregates of the it
       gated.hold([](transport::Tag) { return false; });
       sync.wait_all();
     }
-    std::vector<std::uint32_t> out;
-    for (transport::Tag u : gated.wire_order()) out.push_back(sync.units()[u].first_layer());
-    return out;
+    return first_layers_on_wire(gated, sync);
   });
   CAPTURE(layers[0]);
   REQUIRE(layers[0].size() == 18);
