@@ -12,8 +12,10 @@ CMAKE_ARGS ?=
 configure: setup
 	cmake --preset $(PRESET) $(CMAKE_ARGS) >/dev/null
 
+# TARGET: build only that target (default: everything).
+TARGET ?=
 build: configure
-	cmake --build $(BUILD) -j $(JOBS)
+	cmake --build $(BUILD) -j $(JOBS) $(if $(TARGET),--target $(TARGET))
 
 # The main job: the reference trainer on its embedded default (builds only what it needs).
 run: configure
@@ -29,7 +31,7 @@ test-asan:
 	$(MAKE) test PRESET=asan CTEST_ARGS='-LE "package|compile_fail|slow"'
 
 test-tsan:
-	$(MAKE) test PRESET=tsan CTEST_ARGS='-L tsan'
+	$(MAKE) test PRESET=tsan TARGET=tests_tsan CTEST_ARGS='-L tsan'
 
 clean:
 	rm -rf build

@@ -141,6 +141,7 @@ TEST_CASE("an abort left over from an earlier synchronizer on the same transport
     AnySynchronizer sync(group.rank(r), kLayout, {"fixed:5000", "forward", "fp32", "ring"});
     std::vector<std::vector<float>> g(kLayout.num_layers());
     for (int it = 0; it < 3; ++it) {
+      for (std::size_t l = 0; l < g.size(); ++l) sync.wait_for(l);  // the aggregate lands in g[l]
       for (std::size_t l = g.size(); l-- > 0;) {
         g[l].assign(kLayout.layer(l).elements, 1.0f);
         sync.gradient_ready(l, g[l]);
