@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <unistd.h>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -109,13 +108,6 @@ nlohmann::json metrics_json(const TrainConfig& c, const Policies& pol, const Tra
 }  // namespace
 
 int main(int argc, char** argv) {
-  // libgomp's idle threads spin ~300k iterations before sleeping; when the cores are shared (a
-  // build, other ranks) that spinning takes the time the working threads need - measured 3x slower
-  // with two threads. The setting is read when libgomp loads, so re-run once with it in place.
-  if (!std::getenv("GOMP_SPINCOUNT") && !std::getenv("OMP_WAIT_POLICY")) {
-    setenv("GOMP_SPINCOUNT", "1000", 1);
-    execv("/proc/self/exe", argv);  // on failure, carry on with the default
-  }
   TrainConfig c = defaults();
   Policies pol;
   std::string input, metrics, trace_path, bandwidth;

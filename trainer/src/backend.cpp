@@ -8,7 +8,10 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <Eigen/Core>
 #pragma GCC diagnostic pop
-#include <omp.h>
+#define EIGEN_USE_THREADS
+#include <unsupported/Eigen/CXX11/ThreadPool>
+
+#include <memory>
 
 namespace gradsync::trainer::host {
 
@@ -40,31 +43,27 @@ void gemm_eigen(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::s
 }
 }  // namespace
 
-// Threads split C into column (or row) slices, each an independent single-threaded Eigen product.
-// Eigen's own OpenMP GEMM is not used: its threads busy-wait on each other inside every product,
-// which collapses when the cores are shared with other work; here only the final join waits.
+// Threads split C into column (or row) slices, each an independent single-threaded Eigen product:
+// inside one product Eigen's threads busy-wait on each other, which collapses when the cores are
+// shared with other work; here only the final join waits.
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
           std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
-  static const bool eigen_single = (Eigen::setNbThreads(1), true);
-  (void)eigen_single;
-  const std::size_t team = std::size_t(omp_get_max_threads());
   const bool large = double(m) * double(n) * double(k) >= double(1 << 22);
-  if (team <= 1 || !large || omp_in_parallel()) {
+  if (threads() <= 1 || !large) {
     gemm_eigen(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   const bool by_columns = n >= m;
-  const std::size_t total = by_columns ? n : m, slice = (total + team - 1) / team;
-#pragma omp parallel for schedule(static)
-  for (std::size_t t = 0; t < team; ++t) {
-    const std::size_t lo = t * slice, len = lo < total ? std::min(slice, total - lo) : 0;
-    if (len == 0) continue;
+  const std::size_t total = by_columns ? n : m, parts = std::size_t(threads());
+  for_each(parts, [&](std::size_t t) {
+    const std::size_t lo = total * t / parts, len = total * (t + 1) / parts - lo;
+    if (len == 0) return;
     if (by_columns)  // C[:, lo:lo+len] = op(A) op(B)[:, lo:lo+len]
       gemm_eigen(trans_a, trans_b, m, len, k, alpha, a, lda, trans_b ? b + lo * ldb : b + lo, ldb, beta, c + lo, ldc);
     else  // C[lo:lo+len, :] = op(A)[lo:lo+len, :] op(B)
       gemm_eigen(trans_a, trans_b, len, n, k, alpha, trans_a ? a + lo : a + lo * lda, lda, b, ldb, beta, c + lo * ldc,
                  ldc);
-  }
+  }, std::size_t(1) << 21);
 }
 
 // Fixed chunks summed in a fixed order: the result does not depend on the thread count
@@ -83,8 +82,45 @@ double sum_squares(const float* x, std::size_t n) {
   return s;
 }
 
-// omp_set_num_threads is a per-thread setting, so each rank thread has its own team size.
-void set_threads(int threads) { omp_set_num_threads(threads < 1 ? 1 : threads); }
-int threads() { return omp_get_max_threads(); }
+namespace {
+// Each thread that calls set_threads(n > 1) owns n - 1 pool threads. Eigen's pool without spinning:
+// idle members sleep, so a shared 2-core machine's time goes to the threads doing work (OpenMP's
+// default spinning ran two threads 3x slower than one there).
+struct Team {
+  int size = 1;
+  std::unique_ptr<Eigen::ThreadPool> pool;
+  bool running = false;  // inside run_team: nested kernels run serially
+};
+thread_local Team team_of_this_thread;
+}  // namespace
+
+void set_threads(int threads) {
+  Team& team = team_of_this_thread;
+  threads = std::max(threads, 1);
+  if (threads == team.size) return;
+  team.pool = threads > 1 ? std::make_unique<Eigen::ThreadPool>(threads - 1, /*allow_spinning=*/false) : nullptr;
+  team.size = threads;
+}
+
+int threads() {
+  const Team& team = team_of_this_thread;
+  return team.running ? 1 : team.size;
+}
+
+void run_team(void (*body)(const void*, std::size_t, std::size_t), const void* ctx) {
+  Team& team = team_of_this_thread;
+  const std::size_t size = std::size_t(threads());
+  if (size == 1) return body(ctx, 0, 1);
+  Eigen::Barrier done(unsigned(size - 1));
+  team.running = true;
+  for (std::size_t t = 1; t < size; ++t)
+    team.pool->Schedule([&, t] {
+      body(ctx, t, size);
+      done.Notify();
+    });
+  body(ctx, 0, size);
+  done.Wait();
+  team.running = false;
+}
 
 }  // namespace gradsync::trainer::host

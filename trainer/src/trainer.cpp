@@ -246,6 +246,166 @@ Evaluation evaluate(Model& model, const Dataset& data, std::size_t batch, bool h
   return {total_loss / labels, double(correct) / labels};
 }
 
+namespace {
+
+// What every rank agrees on before training: the job's size and the iteration plan.
+struct Plan {
+  std::size_t world;   // replicas in the whole job
+  std::size_t bpe;     // batches per epoch
+  std::size_t total;   // iterations of the whole run
+  std::size_t epochs;
+  LrSchedule schedule;
+};
+
+// One rank's training loop. Every rank steps, saves its synchronizer state and flushes; rank 0
+// (the lead) also keeps the figures, evaluates, prints progress and writes the checkpoint.
+class RankLoop {
+ public:
+  RankLoop(const TrainConfig& cfg, const Datasets& data, const Plan& plan, Rank& rank, std::size_t r,
+           TrainResult& result)
+      : cfg_(cfg), data_(data), plan_(plan), rank_(rank), r_(r), lead_(r == 0), result_(result),
+        loader_(data.train, cfg.batch, r, plan.world, cfg.seed) {}
+
+  void run() {
+    const std::size_t start = resume();
+    const std::size_t end = cfg_.stop_after ? std::min(plan_.total, start + cfg_.stop_after) : plan_.total;
+    if (lead_) result_.parameters = rank_.model().parameter_count();
+    epoch_start_ = run_start_ = last_print_ = Clock::now();
+    for (std::size_t it = start; it < end; ++it) {
+      const std::size_t epoch = it / plan_.bpe, index = it % plan_.bpe;
+      if (lead_ && it == start)
+        result_.first_iteration_unix =
+            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+      step(it, epoch, index);
+      const bool epoch_end = index == plan_.bpe - 1 || it + 1 == plan_.total;
+      const bool save_now = !cfg_.checkpoint.empty() &&
+                            (epoch_end || it + 1 == end || (cfg_.checkpoint_every && (it + 1) % cfg_.checkpoint_every == 0));
+      if (save_now) {  // every rank: its codec residuals, once its units of this iteration are done
+        rank_.flush();
+        save_sync_state(cfg_.checkpoint, r_, it + 1, rank_.sync());
+      }
+      if (!lead_) continue;
+      if (cfg_.progress && (since(last_print_) > 1.0 || epoch_end)) progress(it, epoch);
+      if (cfg_.evaluate && !epoch_end && cfg_.evaluate_every && (it + 1) % cfg_.evaluate_every == 0) evaluate_now(it);
+      if (epoch_end) end_epoch(it, epoch);
+      if (save_now)
+        rank_.with_masters([&] {
+          save_checkpoint(cfg_.checkpoint, cfg_, it + 1, rank_.model(), rank_.optimizer(), rank_.sync(), rank_.scaler());
+        });
+      if (epoch_end) epoch_start_ = Clock::now();
+    }
+    rank_.flush();
+    if (lead_) finish();
+  }
+
+ private:
+  // The iteration to start from: 0, or the checkpoint's.
+  std::size_t resume() {
+    if (cfg_.resume.empty()) return 0;
+    const std::size_t start =
+        load_checkpoint(cfg_.resume, cfg_, rank_.model(), rank_.optimizer(), rank_.sync(), r_, rank_.scaler());
+    rank_.adopt_loaded();
+    if (start > plan_.total)
+      throw ConfigError(cfg_.resume + ": checkpoint is at iteration " + std::to_string(start) + ", past this run's " +
+                        std::to_string(plan_.total));
+    return start;
+  }
+
+  // One training step; the lead records its time, its exposed wait and the synchronizer's blocks.
+  void step(std::size_t it, std::size_t epoch, std::size_t index) {
+    const auto it_start = Clock::now();
+    const double wait_before = rank_.wait_seconds();
+    loader_.batch(epoch, index, x_, y_);
+    const auto [loss, ok] = rank_.step(x_, y_, cfg_.seed, it, plan_.schedule(it));
+    ++done_in_run_;
+    if (!lead_) return;
+    result_.iteration_seconds.push_back(since(it_start));
+    result_.iteration_wait_seconds.push_back(rank_.wait_seconds() - wait_before);
+    const Statistics now = rank_.sync().statistics();
+    result_.iteration_blocks.push_back({now.blocks_important - counted_.blocks_important,
+                                        now.blocks_best_effort - counted_.blocks_best_effort,
+                                        now.blocks_dropped - counted_.blocks_dropped});
+    counted_ = now;
+    loss_sum_ += loss;
+    correct_ += double(ok);
+    labels_ += double(y_.size());
+    ++em_.iterations;
+  }
+
+  void progress(std::size_t it, std::size_t epoch) {
+    const double elapsed = since(run_start_), rate = double(done_in_run_ * cfg_.batch * plan_.world) / elapsed;
+    std::fprintf(stderr, "\repoch %zu/%zu  iter %zu/%zu  loss %.4f  acc %.3f  %.0f img/s  ETA %s   ", epoch + 1,
+                 plan_.epochs, it + 1, plan_.total, loss_sum_ / double(em_.iterations), correct_ / labels_, rate,
+                 clock_text(elapsed / double(done_in_run_) * double(plan_.total - it - 1)).c_str());
+    last_print_ = Clock::now();
+  }
+
+  // Rank 0's replica on the whole test set; the other ranks carry on until they need its update.
+  void evaluate_now(std::size_t it) {
+    rank_.flush();
+    const Evaluation ev = evaluate(rank_.model(), data_.test, 500, rank_.mixed() != nullptr);
+    const double trained = std::accumulate(result_.iteration_seconds.begin(), result_.iteration_seconds.end(), 0.0);
+    result_.evaluations.push_back({it + 1, trained, ev.loss, ev.accuracy});
+    result_.test_loss = ev.loss;
+    result_.test_accuracy = ev.accuracy;
+  }
+
+  void end_epoch(std::size_t it, std::size_t epoch) {
+    rank_.flush();
+    em_.epoch = epoch + 1;
+    em_.seconds = since(epoch_start_);
+    train_seconds_ += em_.seconds;
+    em_.train_loss = loss_sum_ / double(em_.iterations);
+    em_.train_accuracy = correct_ / labels_;
+    em_.images_per_second = double(em_.iterations * cfg_.batch * plan_.world) / em_.seconds;
+    if (cfg_.evaluate) {
+      evaluate_now(it);
+      em_.test_loss = result_.test_loss;
+      em_.test_accuracy = result_.test_accuracy;
+    }
+    if (cfg_.progress)
+      std::fprintf(stderr, "\repoch %zu/%zu  loss %.4f  train acc %.4f  test acc %.4f  %.0f img/s  %.1f s%20s\n",
+                   em_.epoch, plan_.epochs, em_.train_loss, em_.train_accuracy, em_.test_accuracy,
+                   em_.images_per_second, em_.seconds, "");
+    result_.epochs.push_back(em_);
+    em_ = EpochMetrics{};
+    loss_sum_ = correct_ = labels_ = 0;
+  }
+
+  void finish() {
+    result_.iterations = done_in_run_;
+    result_.seconds = since(run_start_);
+    result_.sync_wait_seconds = rank_.wait_seconds();
+    result_.images_per_second =
+        train_seconds_ > 0 ? double(done_in_run_ * cfg_.batch * plan_.world) / train_seconds_ : 0;
+    rank_.with_masters([&] {
+      for (auto* p : rank_.model().params()) result_.weights.push_back(p->value.to_host());
+    });
+    if (const MixedPrecision* m = rank_.mixed()) {
+      result_.skipped_steps = m->scaler().skipped_steps();
+      result_.loss_scale = m->scaler().scale();
+    }
+  }
+
+  const TrainConfig& cfg_;
+  const Datasets& data_;
+  const Plan& plan_;
+  Rank& rank_;
+  const std::size_t r_;  // global rank
+  const bool lead_;
+  TrainResult& result_;  // written by the lead only
+  ShardedLoader loader_;
+  Tensor x_;
+  std::vector<std::int32_t> y_;
+  EpochMetrics em_;
+  double loss_sum_ = 0, correct_ = 0, labels_ = 0, train_seconds_ = 0;
+  Clock::time_point epoch_start_, run_start_, last_print_;
+  std::size_t done_in_run_ = 0;
+  Statistics counted_;  // the lead's synchronizer counters at the last iteration's end
+};
+
+}  // namespace
+
 TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
   if (cfg.ranks == 0) throw ConfigError("--ranks must be at least 1");
   if (cfg.threads < 1) throw ConfigError("--threads must be at least 1");
@@ -274,12 +434,12 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
   }
 
   // Shared plan, identical on every rank.
-  const std::size_t world = cfg.world ? cfg.world : cfg.ranks;  // replicas in the whole job
+  const std::size_t world = cfg.world ? cfg.world : cfg.ranks;
   if (cfg.first_rank + cfg.ranks > world) throw ConfigError("ranks beyond the job's world size");
   const std::size_t bpe = ShardedLoader(data.train, cfg.batch, 0, world, cfg.seed).batches_per_epoch();
   const std::size_t total = cfg.iterations ? cfg.iterations : cfg.epochs * bpe;
-  const std::size_t epochs = (total + bpe - 1) / bpe;
-  const LrSchedule schedule(cfg.lr, cfg.lr_schedule, std::size_t(std::lround(cfg.warmup_epochs * double(bpe))), total);
+  const Plan plan{world, bpe, total, (total + bpe - 1) / bpe,
+                  LrSchedule(cfg.lr, cfg.lr_schedule, std::size_t(std::lround(cfg.warmup_epochs * double(bpe))), total)};
   const int threads_per_rank = std::max(1, cfg.threads / int(cfg.ranks));
 
   TrainResult result;
@@ -291,114 +451,8 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
     std::unique_ptr<Rank> rank_holder;  // outlives the try: a failing rank tells its peers first
     try {
       backend::set_threads(threads_per_rank);
-      Rank& rank = *(rank_holder = std::make_unique<Rank>(cfg, r, make_sync));
-      std::size_t start = 0;
-      if (!cfg.resume.empty()) {
-        start = load_checkpoint(cfg.resume, cfg, rank.model(), rank.optimizer(), rank.sync(), r, rank.scaler());
-        rank.adopt_loaded();
-      }
-      if (start > total)
-        throw ConfigError(cfg.resume + ": checkpoint is at iteration " + std::to_string(start) +
-                                    ", past this run's " + std::to_string(total));
-      const std::size_t end = cfg.stop_after ? std::min(total, start + cfg.stop_after) : total;
-      ShardedLoader loader(data.train, cfg.batch, r, world, cfg.seed);
-      const bool lead = r == 0;
-      if (lead) result.parameters = rank.model().parameter_count();
-      Tensor x;
-      std::vector<std::int32_t> y;
-      EpochMetrics em;
-      double loss_sum = 0, correct = 0, labels = 0, train_seconds = 0;
-      auto epoch_start = Clock::now(), run_start = Clock::now(), last_print = Clock::now();
-      std::size_t done_in_run = 0;
-      Statistics counted;  // rank 0's synchronizer counters at the last iteration's end
-      for (std::size_t it = start; it < end; ++it) {
-        const std::size_t epoch = it / bpe, index = it % bpe;
-        const auto it_start = Clock::now();
-        const double wait_before = rank.wait_seconds();
-        if (lead && it == start)
-          result.first_iteration_unix =
-              std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-        loader.batch(epoch, index, x, y);
-        const auto [loss, ok] = rank.step(x, y, cfg.seed, it, schedule(it));
-        if (lead) {
-          result.iteration_seconds.push_back(since(it_start));
-          result.iteration_wait_seconds.push_back(rank.wait_seconds() - wait_before);
-          const Statistics now = rank.sync().statistics();
-          result.iteration_blocks.push_back({now.blocks_important - counted.blocks_important,
-                                             now.blocks_best_effort - counted.blocks_best_effort,
-                                             now.blocks_dropped - counted.blocks_dropped});
-          counted = now;
-        }
-        ++done_in_run;
-        const bool epoch_end = index == bpe - 1 || it + 1 == total;
-        const bool save_now = !cfg.checkpoint.empty() && (epoch_end || it + 1 == end ||
-                                                          (cfg.checkpoint_every && (it + 1) % cfg.checkpoint_every == 0));
-        if (save_now) {  // every rank: its codec residuals, once its units of this iteration are done
-          rank.flush();
-          save_sync_state(cfg.checkpoint, r, it + 1, rank.sync());
-        }
-        if (!lead) continue;
-        loss_sum += loss;
-        correct += double(ok);
-        labels += double(y.size());
-        ++em.iterations;
-        if (cfg.progress && (since(last_print) > 1.0 || epoch_end)) {
-          const double elapsed = since(run_start), rate = double(done_in_run * cfg.batch * world) / elapsed;
-          std::fprintf(stderr, "\repoch %zu/%zu  iter %zu/%zu  loss %.4f  acc %.3f  %.0f img/s  ETA %s   ", epoch + 1,
-                       epochs, it + 1, total, loss_sum / double(em.iterations), correct / labels, rate,
-                       clock_text(elapsed / double(done_in_run) * double(total - it - 1)).c_str());
-          last_print = Clock::now();
-        }
-        const auto evaluate_now = [&] {  // rank 0's replica on the whole test set; the others wait
-          rank.flush();
-          const Evaluation ev = evaluate(rank.model(), data.test, 500, rank.mixed() != nullptr);
-          const double trained = std::accumulate(result.iteration_seconds.begin(), result.iteration_seconds.end(), 0.0);
-          result.evaluations.push_back({it + 1, trained, ev.loss, ev.accuracy});
-          result.test_loss = ev.loss;
-          result.test_accuracy = ev.accuracy;
-        };
-        if (cfg.evaluate && !epoch_end && cfg.evaluate_every && (it + 1) % cfg.evaluate_every == 0) evaluate_now();
-        if (epoch_end) {
-          rank.flush();
-          em.epoch = epoch + 1;
-          em.seconds = since(epoch_start);
-          train_seconds += em.seconds;
-          em.train_loss = loss_sum / double(em.iterations);
-          em.train_accuracy = correct / labels;
-          em.images_per_second = double(em.iterations * cfg.batch * world) / em.seconds;
-          if (cfg.evaluate) {
-            evaluate_now();
-            em.test_loss = result.test_loss;
-            em.test_accuracy = result.test_accuracy;
-          }
-          if (cfg.progress)
-            std::fprintf(stderr, "\repoch %zu/%zu  loss %.4f  train acc %.4f  test acc %.4f  %.0f img/s  %.1f s%20s\n",
-                         em.epoch, epochs, em.train_loss, em.train_accuracy, em.test_accuracy, em.images_per_second,
-                         em.seconds, "");
-          result.epochs.push_back(em);
-          em = EpochMetrics{};
-          loss_sum = correct = labels = 0;
-        }
-        if (save_now)
-          rank.with_masters([&] {
-            save_checkpoint(cfg.checkpoint, cfg, it + 1, rank.model(), rank.optimizer(), rank.sync(), rank.scaler());
-          });
-        if (epoch_end) epoch_start = Clock::now();
-      }
-      rank.flush();
-      if (lead) {
-        result.iterations = done_in_run;
-        result.seconds = since(run_start);
-        result.sync_wait_seconds = rank.wait_seconds();
-        result.images_per_second = train_seconds > 0 ? double(done_in_run * cfg.batch * world) / train_seconds : 0;
-        rank.with_masters([&] {
-          for (auto* p : rank.model().params()) result.weights.push_back(p->value.to_host());
-        });
-        if (const MixedPrecision* m = rank.mixed()) {
-          result.skipped_steps = m->scaler().skipped_steps();
-          result.loss_scale = m->scaler().scale();
-        }
-      }
+      rank_holder = std::make_unique<Rank>(cfg, r, make_sync);
+      RankLoop(cfg, data, plan, *rank_holder, r, result).run();
     } catch (...) {
       {
         std::lock_guard lock(error_mutex);

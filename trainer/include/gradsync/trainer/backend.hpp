@@ -1,10 +1,9 @@
 #pragma once
 // The backend seam. Every elementwise / per-channel kernel in the trainer is a small functor with a
 // `GRADSYNC_HD void operator()(std::size_t i) const` body; layers never loop themselves, they hand
-// the functor to `backend::for_each`. The host backend runs it under OpenMP; a CUDA backend (issue 6)
+// the functor to `backend::for_each`. The host backend splits it over the calling thread's team; a CUDA backend (issue 6)
 // adds a `for_each` that launches the same functor on the device and a cuBLAS `gemm`, and switches
 // the `backend` alias below (GRADSYNC_TRAINER_CUDA) - the layers and models do not change.
-#include <omp.h>
 
 #include <cstddef>
 
@@ -60,6 +59,11 @@ struct ElementOf {
 
 namespace host {
 
+/// Threads used by this thread's kernels: a team of its own per calling thread (each rank thread
+/// sets its share). 1 inside a team's parallel part, so nested kernels run serially.
+void set_threads(int threads);
+int threads();
+
 /// f(i) for i in [lo, hi). f is taken by value: a local copy whose pointer members the compiler can
 /// keep in registers, so simple kernels vectorize.
 template <class F>
@@ -67,21 +71,22 @@ void run_range(const F f, std::size_t lo, std::size_t hi) {
   for (std::size_t i = lo; i < hi; ++i) f(i);
 }
 
-/// Runs f(i) for i in [0, n). Parallel (OpenMP, this thread's team size) only when the work is
-/// large (about a millisecond): every parallel region is a barrier, and on a shared machine a
-/// descheduled team member stalls it for a whole time slice. `grain` = work per index, in rough
-/// float operations.
+/// Runs body(ctx, t, team) for t in [0, team) on this thread's team (set_threads; t = 0 runs on
+/// the caller) and returns when every part is done. Team members block instead of spinning.
+void run_team(void (*body)(const void* ctx, std::size_t t, std::size_t team), const void* ctx);
+
+/// Runs f(i) for i in [0, n). Parallel (this thread's team) only when the work is large (about a
+/// millisecond): every parallel region is a barrier, and on a shared machine a descheduled team
+/// member stalls it for a whole time slice. `grain` = work per index, in rough float operations.
 template <class F>
 void for_each(std::size_t n, const F& f, std::size_t grain = 1) {
-  if (n * grain < (std::size_t(1) << 21) || n < 2 || omp_get_max_threads() < 2) {
+  if (n * grain < (std::size_t(1) << 21) || n < 2 || threads() < 2) {
     run_range(f, 0, n);
     return;
   }
-#pragma omp parallel
-  {
-    const std::size_t t = std::size_t(omp_get_thread_num()), team = std::size_t(omp_get_num_threads());
-    run_range(f, n * t / team, n * (t + 1) / team);
-  }
+  const auto part = [&](std::size_t t, std::size_t team) { run_range(f, n * t / team, n * (t + 1) / team); };
+  run_team([](const void* c, std::size_t t, std::size_t team) { (*static_cast<const decltype(part)*>(c))(t, team); },
+           &part);
 }
 
 /// f(r, j) for r in [0, rows), j in [0, cols): a row per index here; a functor that also has a
@@ -99,7 +104,7 @@ void reduce_rows(std::size_t rows, std::size_t cols, const F& f, float* out, dou
   for_each(rows, detail::RowSum<F>{f, cols, out, scale}, cols);
 }
 
-/// Row-major C[m x n] = alpha * op(A)[m x k] * op(B)[k x n] + beta * C (Eigen, OpenMP-threaded).
+/// Row-major C[m x n] = alpha * op(A)[m x k] * op(B)[k x n] + beta * C (Eigen, split over this thread's team).
 /// lda/ldb/ldc are the row strides of A, B, C as stored (before op).
 void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha,
           const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
@@ -111,10 +116,6 @@ double sum_squares(const float* x, std::size_t n);
 /// Mixed precision: this thread's GEMM inputs are fp16 values. The host multiplies them in fp32
 /// (exact for fp16 inputs, fp32 accumulation); the device on fp16 tensor cores.
 inline void set_fp16_gemm(bool) {}
-
-/// Threads used by this thread's kernels (OpenMP team size and Eigen's GEMM threads).
-void set_threads(int threads);
-int threads();
 
 }  // namespace host
 
