@@ -1,6 +1,6 @@
-// DGT: the contribution estimate and classification against hand-computed values, p following
-// the loss, the parameter server's deadline with datagrams deliberately lost, the residual
-// bringing dropped gradient mass back, identical replicas, and every kind of bad datagram refused.
+// DGT's differential transmission (collective/differential.hpp): the parameter server's deadline
+// with datagrams deliberately lost, the residual bringing dropped gradient mass back, identical
+// replicas, and every kind of bad datagram refused.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -13,46 +13,6 @@
 #include "support/ranks.hpp"
 
 using namespace gradsync;
-
-TEST_CASE("contribution: sliding average of mean |g| per block, top p% important", "[dgt]") {
-  priority::Contribution c{.alpha = 0.3f, .p0 = 1.0f, .block = 4};
-  const std::vector<Unit> units{Unit{{{0, 0, 16}}, 16}, Unit{{{1, 0, 6}}, 6}};
-  c.prepare(units);
-  // block means 1, 4, 2, 3: C = 0.7 * mean
-  const std::vector<float> g{1, -1, 1, -1, 4, 4, -4, 4, 2, 2, 2, -2, 3, -3, 3, 3};
-  c.observe(0, units[0], g);
-  REQUIRE_THAT(std::vector<float>(c.contribution(0).begin(), c.contribution(0).end()),
-               Catch::Matchers::Approx(std::vector<float>{0.7f, 2.8f, 1.4f, 2.1f}));
-  std::vector<std::uint8_t> important;
-  c.classify(0, 0.5f, important);  // p = 0.5: the two largest
-  CHECK(important == std::vector<std::uint8_t>{0, 1, 0, 1});
-  c.classify(0, 1.0f, important);
-  CHECK(important == std::vector<std::uint8_t>{1, 1, 1, 1});
-  // means 5, 0, 0, 0: C = 0.3 C + 0.7 mean = 3.71, 0.84, 0.42, 0.63
-  c.observe(0, units[0], std::vector<float>{5, 5, 5, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0});
-  REQUIRE_THAT(std::vector<float>(c.contribution(0).begin(), c.contribution(0).end()),
-               Catch::Matchers::Approx(std::vector<float>{3.71f, 0.84f, 0.42f, 0.63f}));
-  c.classify(0, 0.25f, important);
-  CHECK(important == std::vector<std::uint8_t>{1, 0, 0, 0});
-  // a short last block is averaged over its own elements; ties go to the lower index
-  c.observe(1, units[1], std::vector<float>{2, 2, 2, 2, 2, 2});
-  c.classify(1, 0.5f, important);
-  CHECK(important == std::vector<std::uint8_t>{1, 0});
-}
-
-TEST_CASE("contribution: p = p0 * loss_t / loss_0, clamped to [0, 1]; bad knobs refused", "[dgt]") {
-  CHECK(priority::Contribution{.p0 = 1.0f}.share(1.0f) == 1.0);
-  CHECK(priority::Contribution{.p0 = 1.0f}.share(0.5f) == 0.5);
-  CHECK(priority::Contribution{.p0 = 0.5f}.share(0.4f) == Approx(0.2));
-  CHECK(priority::Contribution{.p0 = 1.0f}.share(3.0f) == 1.0);
-  CHECK_THROWS_WITH(priority::AnyPriority::parse("dgt:alpha=1.5"), Catch::Contains("alpha"));
-  CHECK_THROWS_WITH(priority::AnyPriority::parse("dgt:p0=0"), Catch::Contains("p0"));
-  CHECK_THROWS_WITH(priority::AnyPriority::parse("dgt:beta=1"), Catch::Contains("valid: fifo, forward, dgt"));
-  const auto p = std::get<priority::Contribution>(priority::AnyPriority::parse("dgt:alpha=0.5:p0=0.8:block=512").policy);
-  CHECK(p.alpha == 0.5f);
-  CHECK(p.p0 == 0.8f);
-  CHECK(p.block == 512);
-}
 
 namespace {
 /// Best-effort channels in memory for the ranks of one test; drop(src, dst, n) decides whether
