@@ -64,6 +64,18 @@ sim::Result figure4(Priority p) {
                        sim::CodecModel::parse("fp32"), sim::CollectiveModel::parse("ring"), net, unbounded);
 }
 
+/// Units `order` of iteration 0 pushed (tx), updated (server) and broadcast (rx) one time unit
+/// apart, the first pushed over [4,5]: the pipeline of Figure 6(b).
+void check_pipeline(const sim::Result& r, const std::uint32_t (&order)[5]) {
+  for (double k = 0; const std::uint32_t u : order) {
+    CAPTURE(u);
+    CHECK(held(r, 0, u, Resource::tx) == Span{4 + k, 5 + k});
+    CHECK(held(r, 0, u, Resource::server) == Span{5 + k, 6 + k});
+    CHECK(held(r, 0, u, Resource::rx) == Span{6 + k, 7 + k});
+    ++k;
+  }
+}
+
 // Figure 6: one worker, one server, 1 Gbit/s: pushing or broadcasting 31.25M values (125 MB)
 // takes 1 s, adding them at 0.125 GB/s 1 s; the middle layer is three times as large.
 template <class Slicing, class Priority>
@@ -158,12 +170,7 @@ TEST_CASE("P3 Figure 6(b): slicing pipelines the heavy layer; with priority the 
     // 4: [4,5] [5,6] [6,7]; a: [5,6] [6,7] [7,8]; b: [6,7] [7,8] [8,9]; c: [7,8] [8,9] [9,10];
     // layer 0 (ready 6, behind the slices): [8,9] [9,10] [10,11]. Next forward at 11.
     const std::uint32_t order[] = {4, 1, 2, 3, 0};
-    for (double k = 0; const std::uint32_t u : order) {
-      CHECK(held(r, 0, u, Resource::tx) == Span{4 + k, 5 + k});
-      CHECK(held(r, 0, u, Resource::server) == Span{5 + k, 6 + k});
-      CHECK(held(r, 0, u, Resource::rx) == Span{6 + k, 7 + k});
-      ++k;
-    }
+    check_pipeline(r, order);
     CHECK(forward_start(r, 1, 0) == 11);
     CHECK(r.iteration_seconds == std::vector<double>{11, 11, 11});
   }
@@ -175,12 +182,7 @@ TEST_CASE("P3 Figure 6(b): slicing pipelines the heavy layer; with priority the 
     // forward waits for slice c until 11. Iteration 1's backward starts at 13, 10 units after
     // iteration 0's: iterations of 9, 10, 10 units against 15 without slicing (-33%).
     const std::uint32_t order[] = {4, 1, 0, 2, 3};
-    for (double k = 0; const std::uint32_t u : order) {
-      CHECK(held(r, 0, u, Resource::tx) == Span{4 + k, 5 + k});
-      CHECK(held(r, 0, u, Resource::server) == Span{5 + k, 6 + k});
-      CHECK(held(r, 0, u, Resource::rx) == Span{6 + k, 7 + k});
-      ++k;
-    }
+    check_pipeline(r, order);
     CHECK(forward_start(r, 1, 0) == 9);
     CHECK(forward_start(r, 1, 1) == 11);
     CHECK(held(r, 1, 4, Resource::tx) == Span{14, 15});

@@ -90,18 +90,11 @@ struct CollectiveModel {
   std::size_t threshold_bytes = 256u << 10;  ///< hybrid: fp32 bytes from which the ring is used
   std::string text = "ring";                 ///< as parsed
 
-  static constexpr std::string_view valid =
-      "ring, ps, reduce-broadcast, hierarchical[:k], hybrid[:bytes[:k]], mpi, nccl, nccl-hierarchical[:k] "
-      "(k: ranks per group, bytes: e.g. 256KiB)";
+  static constexpr std::string_view valid = gradsync::detail::collective_grammar;
 
   static CollectiveModel parse(std::string_view text) {
     const auto [name, arg, has_arg] = gradsync::detail::split_policy(text);
-    auto group_of = [&](std::string_view s) {
-      int k = 0;
-      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), k);
-      if (ec != std::errc{} || end != s.data() + s.size() || k < 1) gradsync::detail::bad_policy("collective", text, valid);
-      return k;
-    };
+    auto group_of = [&](std::string_view s) { return gradsync::detail::parse_count(s, "collective", text, valid); };
     CollectiveModel m;
     m.text = std::string(text);
     if (!has_arg && (name == "ring" || name == "mpi" || name == "nccl")) m.kind = Kind::ring;
