@@ -1,5 +1,6 @@
 // Built-in profiles against published parameter counts, and the JSON profile reader's errors.
 #include <catch2/catch.hpp>
+#include <filesystem>
 
 #include <gradsync/sim/models.hpp>
 
@@ -76,7 +77,7 @@ TEST_CASE("bad profile JSON is refused, naming the field and the fix", "[sim][pr
   refuse(R"({"layers": [{"forward_seconds": 1, "backward_seconds": 1}]})", "no parameter tensors");
   refuse(R"({"gradsync_profile": 2, "layers": [{"forward_seconds": 1, "backward_seconds": 1}]})", "version 2");
   // Not JSON at all, or no file: the reader says so.
-  const std::string path = "test_sim_not_json.json";
+  const std::string path = (std::filesystem::temp_directory_path() / "gradsync_test_sim_profile.json").string();
   std::ofstream(path) << "{ layers: oops";
   CHECK_THROWS_WITH(sim::read_profile(path), Catch::Contains("is not valid JSON"));
   CHECK_THROWS_WITH(sim::read_profile("no/such/file.json"), Catch::Contains("cannot open profile no/such/file.json"));
