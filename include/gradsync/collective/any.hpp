@@ -45,18 +45,11 @@ struct AnyCollective {
                >
       policy;
 
-  static constexpr std::string_view valid =
-      "ring, ps, reduce-broadcast, hierarchical[:k], hybrid[:bytes[:k]], mpi, nccl, nccl-hierarchical[:k] "
-      "(k: ranks per group, bytes: e.g. 256KiB)";
+  static constexpr std::string_view valid = gradsync::detail::collective_grammar;
 
   static AnyCollective parse(std::string_view text) {
     const auto [name, arg, has_arg] = gradsync::detail::split_policy(text);
-    auto group = [&](std::string_view s) {
-      int k = 0;
-      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), k);
-      if (ec != std::errc{} || end != s.data() + s.size() || k < 1) gradsync::detail::bad_policy("collective", text, valid);
-      return k;
-    };
+    auto group = [&](std::string_view s) { return gradsync::detail::parse_count(s, "collective", text, valid); };
     if (!has_arg && text == "ring") return {Ring{}};
     if (!has_arg && text == "ps") return {ParameterServer{}};
     if (!has_arg && text == "reduce-broadcast") return {ReduceBroadcast{}};

@@ -33,6 +33,19 @@ std::string describe_policy(const auto& p) {
   else return std::string(p.name());
 }
 
+/// A whole number >= 1 (a group size) or bad_policy.
+inline int parse_count(std::string_view text, std::string_view family, std::string_view whole, std::string_view valid) {
+  int k = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), k);
+  if (ec != std::errc{} || end != text.data() + text.size() || k < 1) bad_policy(family, whole, valid);
+  return k;
+}
+
+/// The collective policy strings (collective::AnyCollective; the simulator's CollectiveModel).
+inline constexpr std::string_view collective_grammar =
+    "ring, ps, reduce-broadcast, hierarchical[:k], hybrid[:bytes[:k]], mpi, nccl, nccl-hierarchical[:k] "
+    "(k: ranks per group, bytes: e.g. 256KiB)";
+
 /// A positive count with an optional suffix: k/M/G (x1000) or KiB/MiB/GiB (x1024).
 inline std::size_t parse_size(std::string_view text, std::string_view family, std::string_view whole,
                               std::string_view valid) {

@@ -1,0 +1,86 @@
+#pragma once
+/// CodecModel: what a codec costs in the simulator. Wire bytes come from the real codec
+/// (codec::AnyCodec::encoded_bytes, parsed from the same strings as gradsync-train's --codec) and
+/// its bypass rule (codec::bypass_threshold: small tensors go as fp32, like the Synchronizer);
+/// encode and decode time from throughputs in GB/s of fp32 input, defaulting to bench_codec's
+/// measurements (benchmarks/codec/README.md, 2026-11-22, one thread). fp32 costs no codec time:
+/// the collectives send raw floats and sum them as they arrive (memory-bound work hidden under the
+/// transfer). A parameter server adds the pushes at `sum_gbps`.
+///
+/// \code
+///   auto c = gradsync::sim::CodecModel::parse("qsgd8");
+///   c.wire_bytes(40'000, false);   // the real Qsgd<8>'s encoded size of 40,000 values
+///   c.encode_seconds(40'000);      // 160 kB / 5.06 GB/s
+///   c.encode_gbps = 2.0;           // or measure bench_codec on your machine and set it
+/// \endcode
+#include <cmath>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "../codec/any.hpp"
+#include "../codec/bypass.hpp"
+#include "../codec/traits.hpp"
+#include "../core/layout.hpp"
+
+namespace gradsync::sim {
+
+struct CodecModel {
+  codec::AnyCodec codec;        ///< the real codec (sizes, bypass, lossless)
+  double encode_gbps = 0;       ///< GB/s of fp32 input; 0 = free
+  double decode_gbps = 0;       ///< GB/s of fp32 output; 0 = free
+  double sum_gbps = 7.49;       ///< a parameter server's fp32 add rate (bench_codec's fp32 decode)
+
+  /// The codec `text` (gradsync-train's --codec grammar) with bench_codec's throughputs.
+  static CodecModel parse(std::string_view text) {
+    CodecModel m{codec::AnyCodec::parse(text)};
+    std::string_view base = m.codec.name();
+    if (base.starts_with("ef+")) base.remove_prefix(3);
+    // name, encode GB/s, decode GB/s (benchmarks/codec/README.md, medians of 5, CPU time)
+    static constexpr struct { std::string_view name; double encode, decode; } measured[] = {
+        {"fp16", 4.13, 8.65},  {"bf16", 9.33, 10.11},  {"qsgd2", 3.91, 11.68}, {"qsgd4", 5.42, 11.24},
+        {"qsgd8", 5.06, 11.62}, {"qsgd16", 4.80, 8.23}, {"onebit", 4.34, 11.94}, {"topk", 0.71, 12.41}};
+    for (const auto& r : measured)
+      if (base == r.name) {
+        m.encode_gbps = r.encode;
+        m.decode_gbps = r.decode;
+      }
+    return m;
+  }
+
+  bool lossless() const { return codec.lossless(); }
+  std::string describe() const { return std::string(codec.name()); }
+
+  /// Tensors with fewer elements go as fp32 (the codec's bypass_below; codec/bypass.hpp).
+  std::size_t bypass_threshold(const ModelLayout& layout) const {
+    if (lossless()) return 0;
+    std::vector<std::size_t> sizes;
+    for (const LayerSpec& l : layout.layers()) sizes.push_back(l.elements);
+    return codec::bypass_threshold(sizes, codec::bypass_below(codec));
+  }
+  /// Bytes on the wire for `elements` values: raw floats for fp32 (the collectives' fast path,
+  /// collective/wire.hpp) and for a unit that bypasses the codec (`fp32`), else the encoded size.
+  std::size_t wire_bytes(std::size_t elements, bool fp32) const {
+    return fp32 || std::holds_alternative<codec::Identity>(codec.variant()) ? elements * sizeof(float)
+                                                                           : codec.encoded_bytes(elements);
+  }
+  double encode_seconds(std::size_t elements) const { return seconds(elements, encode_gbps); }
+  double decode_seconds(std::size_t elements) const { return seconds(elements, decode_gbps); }
+  double sum_seconds(std::size_t elements) const { return seconds(elements, sum_gbps); }
+
+  /// Throws ConfigError when a throughput is negative or not a number.
+  void validate() const {
+    for (double g : {encode_gbps, decode_gbps, sum_gbps})
+      if (!(g >= 0) || !std::isfinite(g))
+        throw ConfigError("gradsync: codec throughput " + std::to_string(g) + " GB/s must be finite and >= 0 (0: free)");
+  }
+
+ private:
+  static double seconds(std::size_t elements, double gbps) {
+    return gbps > 0 ? double(elements) * sizeof(float) / (gbps * 1e9) : 0.0;
+  }
+};
+
+}  // namespace gradsync::sim
