@@ -42,6 +42,6 @@ TEST_CASE("TopK with a residual conserves the gradient", "[codec][topk]") {
   CHECK(test_util::conservation_error(c, 20'000, 40, 300) < 1e-4);
 }
 
-TEST_CASE("TopK rejects a ratio outside (0, 1]", "[codec][topk]") {
+TEST_CASE("TopK rejects a ratio that is not in 0 < ratio <= 1", "[codec][topk]") {
   for (float r : {0.0f, -0.5f, 1.5f, std::nanf("")}) CHECK_THROWS_AS(TopK{.ratio = r}.encoded_bytes(100'000), gradsync::ConfigError);
 }
