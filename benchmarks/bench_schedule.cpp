@@ -1,6 +1,6 @@
 // Schedule queue cost per unit: one producer (the backward pass calling gradient_ready) pushes a
-// whole iteration's units into the priority lanes, last layer first; the communication thread pops
-// them, most urgent first. items_per_second = units per second through enqueue + dequeue.
+// whole iteration's units into the priority lanes, last layer first; a consumer thread (an
+// executor choosing its next unit) pops them, most urgent first. items_per_second = units per second through enqueue + dequeue.
 // A second benchmark measures the whole Synchronizer path per unit on one rank (no network).
 #include <benchmark/benchmark.h>
 
@@ -47,7 +47,7 @@ static void BM_LanesProducerConsumer(benchmark::State& state) {
 }
 BENCHMARK(BM_LanesProducerConsumer)->Arg(1000)->Arg(10000)->UseRealTime();
 
-// gradient_ready -> lanes -> comm thread -> executor -> (1-rank ring: no traffic) -> wait_all.
+// gradient_ready -> lanes -> executor (chooses and runs; 1-rank ring: no traffic) -> wait_all.
 static void BM_SynchronizerPerUnit(benchmark::State& state) {
   const auto units = static_cast<std::size_t>(state.range(0));
   std::vector<gs::LayerSpec> specs;

@@ -38,7 +38,7 @@ Measured measure() {
     std::vector<std::uint32_t> finished;  // unit indices in the order they finished (rank 0)
     gs::Options options{.credit_bytes = 64u << 10};
     if (rank == 0)
-      options.on_unit = [&](const gs::UnitEvent& e) {  // on a communication thread: keep it short
+      options.on_unit = [&](const gs::UnitEvent& e) {  // on an executor thread: keep it short
         std::lock_guard lock(mutex);
         finished.push_back(e.unit);
       };

@@ -16,9 +16,9 @@
 /// \endcode
 ///
 /// How it works. gradient_ready marks the layer's units (schedule/units.hpp); a unit whose layers
-/// are all in is ready. Rank 0's communication thread takes the most urgent ready unit while the
-/// credit window allows and tells every rank to run it next (schedule/leader.hpp); each rank's
-/// executors run that unit's collective once the unit is ready locally too
+/// are all in is ready. A free executor on rank 0 takes the most urgent ready unit while the credit
+/// window allows and tells every rank to run it next (schedule/leader.hpp); the executors of every
+/// rank take rank 0's decisions in order and run each unit's collective once it is ready locally too
 /// (schedule/executor.hpp), and the aggregate is written back into the caller's span. Every wait
 /// goes through one Control (schedule/control.hpp) and one transport::Cancellable, so
 /// Options::timeout is the one timeout, and a failure on any rank stops every rank at once
@@ -47,7 +47,6 @@
 #include "priority/concept.hpp"
 #include "schedule/abort.hpp"
 #include "schedule/control.hpp"
-#include "schedule/dispatch_queue.hpp"
 #include "schedule/executor.hpp"
 #include "schedule/handshake.hpp"
 #include "schedule/leader.hpp"
@@ -79,13 +78,12 @@ class Synchronizer {
       : user_(transport), opt_(std::move(options)), t_(user_, opt_.timeout), layout_(std::move(layout)),
         p_(std::move(policies)),
         table_(layout_, p_.slicing.plan(layout_), fp32_below(), keeps_residuals(), p_.slicing.describe()),
-        dispatch_(table_.size()), leader_(t_, control_, opt_, lane_capacities(), table_, dispatch_),
-        executors_({t_, p_.priority, p_.codec, p_.collective, table_, leader_, dispatch_, control_, stats_, opt_}),
+        leader_(t_, control_, opt_, lane_capacities(), table_),
+        executors_({t_, p_.priority, p_.codec, p_.collective, table_, leader_, control_, stats_, opt_}),
         abort_(user_, schedule::handshake(t_, hello())) {
     priority::prepare(p_.priority, table_.units());
     collective::start(p_.collective,
                       {t_, table_.size(), lane_capacities(), abort_.session(), priority::classifies(p_.priority)});
-    threads_.emplace_back([this] { guarded([this] { leader_.run(); }); });
     for (std::size_t i = 0; i < executors_.size(); ++i)
       threads_.emplace_back([this, i] { guarded([this, i] { executors_.run(executors_.slot(i)); }); });
     if (t_.size() > 1)
@@ -330,7 +328,6 @@ class Synchronizer {
     control_.stop();
     t_.cancel(std::move(why));
     leader_.stop();
-    dispatch_.close();
   }
 
   void check_layer(std::size_t layer, const char* who) const {
@@ -373,7 +370,6 @@ class Synchronizer {
   schedule::Control control_;
   StatisticsRecorder stats_;
   schedule::UnitTable table_;
-  schedule::DispatchQueue dispatch_;
   schedule::Leader leader_;
   schedule::Executors<Priority, Codec, Collective> executors_;
   schedule::PeerAbort abort_;

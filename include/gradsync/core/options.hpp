@@ -25,7 +25,7 @@ struct Options {
   /// Reject gradients holding NaN or Inf in gradient_ready (one vectorized pass over the span).
   /// Turn off when a loss scaler deliberately lets overflowed steps through and skips them.
   bool check_finite = true;
-  /// Called from a communication thread after each unit (keep it cheap); empty: nothing.
+  /// Called from an executor thread after each unit (keep it cheap); empty: nothing.
   std::function<void(const UnitEvent&)> on_unit;
 };
 

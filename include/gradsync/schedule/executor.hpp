@@ -1,7 +1,7 @@
 #pragma once
 /// Executors: the threads that run units' collectives, Options::inflight_units of them. Each takes
-/// the next decision in rank 0's order (DispatchQueue), waits until the unit is ready on this rank
-/// too, and runs it: fused units are gathered into a buffer of the executor's and scattered back,
+/// the next decision in rank 0's order from the Leader (choosing it, on rank 0), waits until the
+/// unit is ready on this rank too, and runs it: fused units are gathered into a buffer of the executor's and scattered back,
 /// the collective runs with the codec (or as fp32 for a unit of only small tensors, codec/bypass.hpp)
 /// and the unit's error-feedback residual, and the aggregate lands in the caller's spans.
 ///
@@ -25,7 +25,6 @@
 #include "../priority/concept.hpp"
 #include "../transport/transport.hpp"
 #include "control.hpp"
-#include "dispatch_queue.hpp"
 #include "leader.hpp"
 #include "units.hpp"
 
@@ -42,7 +41,6 @@ class Executors {
     const Collective& collective;
     UnitTable& table;
     Leader& leader;
-    DispatchQueue& dispatch;
     Control& control;
     StatisticsRecorder& stats;
     const Options& options;
@@ -70,10 +68,10 @@ class Executors {
   bool idle() const { return busy_.load() == 0; }
   Slot& slot(std::size_t i) { return slots_[i]; }
 
-  /// An executor thread's body, until the dispatch queue closes.
+  /// An executor thread's body, until the synchronizer stops.
   void run(Slot& slot) {
     std::uint64_t sequence = 0;
-    while (auto d = p_.dispatch.pop(&sequence)) {
+    while (auto d = p_.leader.next(sequence)) {
       if (!p_.control.wait([&] { return p_.table.ready_iteration(d->unit) >= d->iteration; })) return;
       if (p_.table.ready_iteration(d->unit) != d->iteration)
         throw PeerError("gradsync: " + p_.t.describe() + " is at iteration " +

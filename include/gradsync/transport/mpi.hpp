@@ -12,7 +12,7 @@
 ///   }
 /// \endcode
 ///
-/// Needs MPI_THREAD_MULTIPLE: gradsync's communication thread and executors call MPI at once.
+/// Needs MPI_THREAD_MULTIPLE: gradsync's executors (and the parameter server's thread) call MPI at once.
 /// MpiSession also sets Open MPI's TCP eager limit to a ring segment (apply_mpi_defaults in
 /// mpi_session.hpp); a program that calls MPI_Init_thread itself should call
 /// transport::apply_mpi_defaults() first, or pass `--mca btl_tcp_eager_limit 1048640 --mca
