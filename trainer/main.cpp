@@ -114,6 +114,7 @@ int main(int argc, char** argv) {
   bool quiet = false, no_eval = false;
   unsigned inflight = 0;
   double credit_mb = 0;
+  double timeout_s = 600;
 
   CLI::App app{"gradsync-train: data-parallel training on in-process ranks with the gradsync hooks"};
   app.add_option("--model", c.model.name, "Model")->check(CLI::IsMember(model_names()))->capture_default_str();
@@ -173,6 +174,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--resume", c.resume, "Continue from this checkpoint")->check(CLI::ExistingFile);
   app.add_option("--stop-after", c.stop_after, "Stop after N iterations of this run (resume later)");
+  app.add_option("--timeout", timeout_s,
+                 "Seconds any wait for a peer may last before the run fails naming that peer (Options::timeout and "
+                 "the transport's); ranks also wait this long for rank 0's evaluation and checkpoints")
+      ->check(CLI::Range(0.1, 86400.0))->capture_default_str();
   app.add_flag("--no-eval", no_eval, "Skip test-set evaluation");
   app.add_flag("--quiet,-q", quiet, "No progress line");
   CLI11_PARSE(app, argc, argv);
@@ -194,8 +199,8 @@ int main(int argc, char** argv) {
     }
     if (c.dataset == "fashion-mnist" && c.model.name == "lstm-lm")
       throw gradsync::ConfigError("lstm-lm trains on synthetic tokens: use --dataset synthetic");
-    // Ranks wait for rank 0 while it evaluates or checkpoints: allow minutes, not seconds.
-    constexpr std::chrono::minutes patience{10};
+    // Ranks wait for rank 0 while it evaluates or checkpoints: the default allows minutes, not seconds.
+    const std::chrono::milliseconds patience{static_cast<long long>(timeout_s * 1000)};
     gradsync::transport::InProcessGroup group(int(c.ranks), patience);
     std::vector<gradsync::transport::Transport*> transports;  // this process's ranks, local index
     for (int r = 0; r < int(c.ranks); ++r) transports.push_back(&group.rank(r));

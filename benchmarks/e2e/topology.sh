@@ -21,9 +21,11 @@
 #   node i:   namespace <id>-n<i>, interface eth0, 10.77.0.<i+1>; bridge port p<i>
 #   launcher: namespace <id>-run,  interface eth0, 10.77.0.254;   bridge port prun (never shaped)
 
-TOPO_PREFIX=gse2e
-TOPO_SUBNET=10.77.0.0/24
-TOPO_NET=10.77.0
+# TOPO_PREFIX and TOPO_NET may be set before sourcing (e.g. fault injection uses gsf and 10.78.0)
+# so that its namespaces are told apart from the sweep's; topo_create exports them for mpirun's agent.
+TOPO_PREFIX=${TOPO_PREFIX:-gse2e}
+TOPO_NET=${TOPO_NET:-10.77.0}
+TOPO_SUBNET=$TOPO_NET.0/24
 TOPO_E2E_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # Open MPI's daemons start inside the namespaces and fail there now and then (a segfault in
 # hwloc_shmem_topology_write; about 1 start in 8): mpirun's output then holds one of these.
@@ -74,7 +76,7 @@ topo_create() {
   local nodes=$1 i
   [[ $nodes =~ ^[1-9][0-9]*$ && $nodes -le 200 ]] || topo_die "node count must be 1-200, got '$nodes'"
   topo_require
-  export TOPO_ID="$TOPO_PREFIX-$$-$RANDOM" TOPO_NODES=$nodes
+  export TOPO_ID="$TOPO_PREFIX-$$-$RANDOM" TOPO_NODES=$nodes TOPO_PREFIX TOPO_NET
   trap topo_destroy EXIT
   trap 'exit 130' INT # exit runs the EXIT trap
   trap 'exit 143' TERM

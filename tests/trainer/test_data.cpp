@@ -52,6 +52,15 @@ TEST_CASE("IDX reader validates and normalizes", "[trainer][data]") {
     write_gz(img, header(0x801, {2, 2, 3}));
     CHECK_THROWS_WITH(read_idx(img, lab), Catch::Contains("0x00000803") && Catch::Contains("dataset-fashion-mnist"));
   }
+  SECTION("dimensions whose product overflows 64 bits") {
+    // 4 x 2^31 x 2^31 = 2^64 wraps to 0 = the pixel bytes of an empty file: the old check passed
+    // it and a batch then copied 2^62 floats.
+    write_gz(img, header(0x803, {4, 1u << 31, 1u << 31}));
+    auto four = header(0x801, {4});
+    four.insert(four.end(), {1, 2, 3, 4});
+    write_gz(lab, four);
+    CHECK_THROWS_WITH(read_idx(img, lab), Catch::Contains("img.gz") && Catch::Contains("does not match its header"));
+  }
   SECTION("truncated images") {
     images.resize(images.size() - 1);
     write_gz(img, images);

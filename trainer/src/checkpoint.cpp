@@ -4,6 +4,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "gradsync/trainer/formats.hpp"
 #include "gradsync/trainer/trainer.hpp"
 
 namespace gradsync::trainer {
@@ -25,20 +26,10 @@ void write_floats(std::ofstream& out, std::span<const float> v) {
   out.write(reinterpret_cast<const char*>(v.data()), std::streamsize(n * sizeof(float)));
 }
 
-void read_floats(std::ifstream& in, std::span<float> v, const std::string& path, const std::string& what) {
-  std::uint64_t n = 0;
-  in.read(reinterpret_cast<char*>(&n), sizeof n);
-  if (!in || n != v.size())
-    throw std::runtime_error(path + ": " + what + " has " + std::to_string(n) + " values, this run " +
-                             std::to_string(v.size()) + " (truncated file or different model)");
-  in.read(reinterpret_cast<char*>(v.data()), std::streamsize(n * sizeof(float)));
-  if (!in) throw std::runtime_error(path + ": truncated in " + what);
-}
-
 // Tensors live in backend memory: staged through the host on the device build.
-void read_tensor(std::ifstream& in, Tensor& t, const std::string& path, const std::string& what) {
+void read_tensor(CheckpointReader& in, Tensor& t, const std::string& what) {
   std::vector<float> v(t.size());
-  read_floats(in, v, path, what);
+  in.read(v, what);
   t.from_host(v);
 }
 
@@ -62,19 +53,6 @@ void write_header(std::ofstream& out, const char (&m)[8], const nlohmann::json& 
   out.write(text.data(), std::streamsize(len));
 }
 
-nlohmann::json read_header(std::ifstream& in, const char (&m)[8], const std::string& path, const char* what) {
-  char got[sizeof m];
-  std::uint64_t len = 0;
-  in.read(got, sizeof got);
-  in.read(reinterpret_cast<char*>(&len), sizeof len);
-  if (!in || std::memcmp(got, m, sizeof m) != 0 || len > (1u << 20))
-    throw std::runtime_error(path + ": not a " + what);
-  std::string text(len, '\0');
-  in.read(text.data(), std::streamsize(len));
-  nlohmann::json h = nlohmann::json::parse(text, nullptr, false);
-  if (!in || h.is_discarded() || !h.contains("iteration")) throw std::runtime_error(path + ": corrupt " + what + " header");
-  return h;
-}
 }  // namespace
 
 std::string sync_state_path(const std::string& checkpoint, std::size_t rank) {
@@ -111,8 +89,9 @@ std::size_t load_checkpoint(const std::string& path, const TrainConfig& config, 
                             GradientSync& sync, std::size_t rank, LossScaler* scaler) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(path + ": cannot open checkpoint");
-  nlohmann::json h = read_header(in, magic, path, "gradsync-train checkpoint");
-  if (!h.contains("config")) throw std::runtime_error(path + ": corrupt gradsync-train checkpoint header");
+  CheckpointReader reader(in, magic, path, "gradsync-train checkpoint");
+  nlohmann::json h = reader.header();
+  if (!h.contains("config")) throw std::runtime_error(path + ": corrupt gradsync-train checkpoint header (no config)");
   const auto want = identity(config);
   for (auto& [key, value] : want.items())
     if (h["config"][key] != value)
@@ -123,11 +102,11 @@ std::size_t load_checkpoint(const std::string& path, const TrainConfig& config, 
     throw std::runtime_error(path + ": checkpoint was written with synchronization '" + sync_text + "', this run uses '" +
                              sync.describe() + "' (resume with the same --sync, slicing, priority, codec and collective)");
   for (auto* p : model.params()) {
-    read_tensor(in, p->value, path, p->name);
-    read_tensor(in, optimizer.state().at(p->index), path, p->name + " momentum");
+    read_tensor(reader, p->value, p->name);
+    read_tensor(reader, optimizer.state().at(p->index), p->name + " momentum");
   }
-  for (auto* b : model.buffers()) read_tensor(in, *b, path, "buffers");
-  const auto iteration = h["iteration"].get<std::size_t>();
+  for (auto* b : model.buffers()) read_tensor(reader, *b, "buffers");
+  const auto iteration = reader.iteration();
   if (scaler) {  // mixed precision (part of the identity checked above): the header has the state
     try {
       const auto& s = h.at("loss_scaler");
@@ -146,13 +125,14 @@ std::size_t load_checkpoint(const std::string& path, const TrainConfig& config, 
   std::ifstream sin(state, std::ios::binary);
   if (!sin) throw std::runtime_error(state + ": cannot open rank " + std::to_string(rank) + "'s codec state (" + path +
                                      " needs it: keep the .rank<N> files with the checkpoint)");
-  const nlohmann::json sh = read_header(sin, state_magic, state, "gradsync-train codec state");
+  CheckpointReader state_reader(sin, state_magic, state, "gradsync-train codec state");
+  const nlohmann::json& sh = state_reader.header();
   if (sh["iteration"] != h["iteration"] || !sh.contains("rank") || sh["rank"] != rank)
     throw std::runtime_error(state + ": codec state of rank " + sh.value("rank", nlohmann::json()).dump() +
                              " at iteration " + sh["iteration"].dump() + ", but " + path + " is at iteration " +
                              std::to_string(iteration) + " (files from different checkpoints)");
   std::vector<float> saved(sync.state().size());
-  read_floats(sin, saved, state, "codec residuals");
+  state_reader.read(saved, "codec residuals");
   sync.load_state(iteration, saved);
   return iteration;
 }

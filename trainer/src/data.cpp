@@ -1,4 +1,5 @@
 #include "gradsync/trainer/data.hpp"
+#include "gradsync/trainer/formats.hpp"
 #include <gradsync/core/error.hpp>
 
 #include <zlib.h>
@@ -13,12 +14,6 @@
 namespace gradsync::trainer {
 
 namespace {
-
-[[noreturn]] void data_error(const std::string& path, const std::string& problem) {
-  throw std::runtime_error(path + ": " + problem +
-                           "; install the Debian package dataset-fashion-mnist "
-                           "(apt-get install dataset-fashion-mnist) or pass the right directory");
-}
 
 // gzread also reads uncompressed files, so plain IDX works too.
 std::vector<unsigned char> read_gz(const std::string& path) {
@@ -36,37 +31,19 @@ std::vector<unsigned char> read_gz(const std::string& path) {
   return out;
 }
 
-std::uint32_t be32(const std::vector<unsigned char>& b, std::size_t at) {
-  return std::uint32_t(b[at]) << 24 | std::uint32_t(b[at + 1]) << 16 | std::uint32_t(b[at + 2]) << 8 | b[at + 3];
-}
-
 }  // namespace
 
 Dataset read_idx(const std::string& images_path, const std::string& labels_path, float mean, float std) {
   const auto img = read_gz(images_path);
   const auto lab = read_gz(labels_path);
-  if (img.size() < 16 || be32(img, 0) != 0x00000803)
-    data_error(images_path, "not an IDX image file (magic number 0x00000803 expected)");
-  if (lab.size() < 8 || be32(lab, 0) != 0x00000801)
-    data_error(labels_path, "not an IDX label file (magic number 0x00000801 expected)");
-  const std::size_t n = be32(img, 4), rows = be32(img, 8), cols = be32(img, 12);
-  if (rows == 0 || cols == 0 || img.size() != 16 + n * rows * cols)
-    data_error(images_path, "size " + std::to_string(img.size()) + " does not match its header (" + std::to_string(n) +
-                                " images of " + std::to_string(rows) + "x" + std::to_string(cols) + ")");
-  if (be32(lab, 4) != n || lab.size() != 8 + n)
-    data_error(labels_path, "holds " + std::to_string(be32(lab, 4)) + " labels in " + std::to_string(lab.size()) +
-                                " bytes; " + std::to_string(n) + " expected to match " + images_path);
+  const IdxPair idx = parse_idx(img, lab, images_path, labels_path);
   Dataset d;
-  d.sample = {1, rows, cols};
+  d.sample = {1, idx.rows, idx.cols};
   d.classes = 10;
-  d.inputs.resize(n * rows * cols);
+  d.inputs.resize(idx.pixels.size());
   const float scale = 1.0f / (255.0f * std), shift = mean / std;
-  for (std::size_t i = 0; i < d.inputs.size(); ++i) d.inputs[i] = float(img[16 + i]) * scale - shift;
-  d.labels.resize(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    if (lab[8 + i] >= d.classes) data_error(labels_path, "label " + std::to_string(lab[8 + i]) + " is not in 0..9");
-    d.labels[i] = lab[8 + i];
-  }
+  for (std::size_t i = 0; i < d.inputs.size(); ++i) d.inputs[i] = float(idx.pixels[i]) * scale - shift;
+  d.labels.assign(idx.labels.begin(), idx.labels.end());
   return d;
 }
 
