@@ -19,6 +19,8 @@ void LayerProfiler::add(Pass pass, std::span<Param* const> layer, double seconds
   std::vector<double>& s = l.seconds[pass];
   s.resize(iterations_, 0.0);
   s.back() += seconds;
+  totals_.resize(iterations_, 0.0);
+  totals_.back() += seconds;
 }
 
 double LayerProfiler::median(const std::vector<double>& per_iteration) const {
@@ -35,6 +37,12 @@ sim::Profile LayerProfiler::profile(const std::string& model) const {
   sim::Profile p{model, {}};
   for (const auto& [key, l] : layers_)
     p.layers.push_back({l.name, median(l.seconds[forward]), median(l.seconds[backward]), l.tensors});
+  const double sum = p.compute_seconds();
+  if (const double scale = sum > 0 ? median(totals_) / sum : 1; scale != 1)
+    for (sim::ComputeLayer& l : p.layers) {
+      l.forward_seconds *= scale;
+      l.backward_seconds *= scale;
+    }
   return p;
 }
 

@@ -1,8 +1,11 @@
 #pragma once
 // LayerProfiler: rank 0's compute time per layer, for gradsync-sim's profile (gradsync-train
 // --profile FILE; schema in tools/sim/README.md). The trainer's Rank reports each compute span it
-// closes (the same spans --trace draws) to the layer it belongs to; the profile holds, per layer,
-// the median over the iterations after the warm-up of each pass's summed time.
+// closes (the same spans --trace draws) to the layer it belongs to. The profile's times are, per
+// layer and pass, the median over the iterations after the warm-up, scaled so that they add up to
+// the median of the per-iteration totals: on a shared machine some iterations are much slower, and
+// the sum of per-layer medians falls short of the median iteration's compute (measured: 13% for
+// ResNet-20 on 2 busy cores), which is what gradsync-sim's iteration time is compared with.
 //
 // Layers are the modules that own parameters, in forward order, plus an "input" layer without
 // tensors first: its forward is the batch loading and whatever runs before the first layer, its
@@ -52,6 +55,7 @@ class LayerProfiler {
     std::vector<LayerSpec> tensors;
     std::vector<double> seconds[2];  // per pass, per iteration
   };
+  std::vector<double> totals_;            // per iteration, all layers
   double median(const std::vector<double>& per_iteration) const;
 
   std::map<std::size_t, Layer> layers_;  // key: first parameter's index + 1 (0: input), so forward order
