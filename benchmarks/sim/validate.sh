@@ -4,7 +4,7 @@
 # run (--bandwidth, emulated per-pair links) and gradsync-sim on the profile with the same policy,
 # ranks and link (--links pair). report.py writes results.json, table.md and iteration.png.
 #
-#   benchmarks/sim/validate.sh                       # ~5 min on 2 cores (2 rounds); results in benchmarks/sim/results
+#   benchmarks/sim/validate.sh                       # ~6 min on 2 cores (3 rounds); results in benchmarks/sim/results
 #   benchmarks/sim/validate.sh --models vgg11 --iterations 20 --out /tmp/v
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -12,7 +12,7 @@ root=$(cd "$here/../.." && pwd)
 trainer=$root/build/dev/trainer/gradsync-train
 sim=$root/build/dev/tools/sim/gradsync-sim
 out=$here/results
-models=vgg11,resnet20 iterations=30 warmup=4 ranks=2 threads=2 batch=32 rounds=2
+models=vgg11,resnet20 iterations=30 warmup=4 ranks=2 threads=2 batch=32 rounds=3
 policy="--slicing fixed:40000 --priority forward --codec fp32 --collective ring"
 # Per model: gradsync-train's model flags (benchmarks/e2e's settings; VGG-11 at width 0.25 so that 2
 # shared cores run 40 iterations in seconds) and three link speeds where communication matters
