@@ -46,11 +46,12 @@ TEST_CASE("A run's profile has the model's layout and positive per-layer times",
   CHECK(p.compute_seconds() > 0);
 }
 
-TEST_CASE("Only training steps are profiled, and a profile needs one", "[trainer][profile]") {
+TEST_CASE("A profile needs a recorded iteration; evaluations between steps add no layer", "[trainer][profile]") {
   LayerProfiler empty;
   CHECK_THROWS_AS(empty.profile("x"), std::logic_error);
 
-  // Evaluations and flushes between steps add nothing: the same layers, one sample per iteration.
+  // Evaluations flush (wait_for + step outside a training step): still one sample per iteration and
+  // the same layers.
   TrainConfig c = test::small_resnet_config();
   c.epochs = 0;
   c.iterations = 3;
