@@ -16,7 +16,7 @@ models=vgg11,resnet20 iterations=30 warmup=4 ranks=2 threads=2 batch=32 rounds=3
 policy="--slicing fixed:40000 --priority forward --codec fp32 --collective ring"
 # Per model: gradsync-train's model flags (benchmarks/e2e's settings; VGG-11 at width 0.25 so that 2
 # shared cores run 40 iterations in seconds) and three link speeds where communication matters
-# (wire time per iteration from about half the compute to twice it).
+# (wire time per iteration from a fifth of the compute to five times it).
 declare -A MODEL_FLAGS=([vgg11]="--model vgg11 --width 0.25" [resnet20]="--model resnet20 --width 1")
 declare -A MODEL_LINKS=([vgg11]="100mbit,300mbit,1gbit" [resnet20]="10mbit,30mbit,100mbit")
 
