@@ -110,7 +110,7 @@ nlohmann::json metrics_json(const TrainConfig& c, const Policies& pol, const Tra
 int main(int argc, char** argv) {
   TrainConfig c = defaults();
   Policies pol;
-  std::string input, metrics, trace_path, bandwidth;
+  std::string input, metrics, trace_path, bandwidth, profile_path;
   bool quiet = false, no_eval = false;
   unsigned inflight = 0;
   double credit_mb = 0;
@@ -165,6 +165,9 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--metrics", metrics, "Write metrics JSON here");
   app.add_option("--trace", trace_path, "Write a Chrome trace (open in Perfetto): per-layer compute, per-unit queue and wire");
+  app.add_option("--profile", profile_path,
+                 "Write rank 0's per-layer compute times (medians after 2 warm-up iterations) and tensor sizes: "
+                 "a gradsync-sim profile (tools/sim/README.md)");
   app.add_option("--bandwidth", bandwidth, "Emulate links of this speed per rank pair: 1gbit, 10gbit+50us, 1gbit/nic ...");
   app.add_option("--checkpoint", c.checkpoint, "Checkpoint file (written each epoch and at the end)");
   app.add_option("--checkpoint-every", c.checkpoint_every, "Also checkpoint every N iterations");
@@ -232,6 +235,8 @@ int main(int argc, char** argv) {
     }
     Trace trace;
     if (!trace_path.empty()) c.trace = &trace;
+    LayerProfiler profiler;
+    if (!profile_path.empty()) c.profiler = &profiler;
     gradsync::Statistics rank0_stats;
     SyncFactory factory;  // empty: the trainer's exact local all-reduce (or nothing, for one rank)
     if (pol.sync == "library") {
@@ -272,6 +277,7 @@ int main(int argc, char** argv) {
     const TrainResult r = train(c, factory);
     if (!trace_path.empty()) trace.write(c.first_rank == 0 ? trace_path : trace_path + ".rank" + std::to_string(c.first_rank));
     if (c.first_rank != 0) return 0;  // rank 0 of an MPI job reports
+    if (!profile_path.empty()) profiler.write(profile_path, c.model.name);
     std::printf("test accuracy %.4f  test loss %.4f  %.0f images/s  %zu iterations in %.1f s  (%zu parameters)\n",
                 r.test_accuracy, r.test_loss, r.images_per_second, r.iterations, r.seconds, r.parameters);
     if (c.precision == "mixed")

@@ -27,7 +27,7 @@ class Rank final : public StepHooks {
   Rank(const TrainConfig& cfg, std::size_t rank, const SyncFactory& factory)
       : model_(make_model(cfg.model)), opt_((model_->initialize(cfg.seed), model_->params()), cfg.optimizer),
         sync_(factory(rank, *model_)), pending_(model_->params().size(), 0), ready_(pending_.size(), 0),
-        synced_(pending_.size()), rank_(rank), trace_(cfg.trace) {
+        synced_(pending_.size()), rank_(rank), trace_(cfg.trace), profiler_(rank == 0 ? cfg.profiler : nullptr) {
     if (!sync_) throw std::logic_error("sync factory returned no synchronizer for rank " + std::to_string(rank));
     if (cfg.precision == "mixed") mixed_.emplace(model_->params(), cfg.loss_scaling);
   }
@@ -53,23 +53,27 @@ class Rank final : public StepHooks {
   // Forward of a layer: its gradients from the last iteration must be aggregated and applied first.
   void before_forward(std::span<Param* const> params) override {
     if (!params.empty()) {
-      compute_span(forward_label_);
+      profile(LayerProfiler::forward, forward_layer_, compute_span(forward_label_));
       forward_label_ = "forward " + layer_name(*params[0]);
+      forward_layer_ = params;
     }
+    double waited = 0;
     for (auto* p : params)
       if (pending_[p->index]) {
         const auto t0 = Clock::now();
         sync_->wait_for(p->index);
-        wait_seconds_ += since(t0);
+        waited += since(t0);
         take_mean(*p);
         opt_.step(*p, pending_lr_);
         pending_[p->index] = 0;
       }
-    if (!params.empty()) compute_span("wait_for + step " + layer_name(*params[0]));
+    wait_seconds_ += waited;
+    if (!params.empty())
+      profile(LayerProfiler::forward, params, compute_span("wait_for + step " + layer_name(*params[0])) - waited);
   }
   // Backward of a layer: hand its gradients over, last parameter first (decreasing index).
   void after_backward(std::span<Param* const> params) override {
-    if (!params.empty()) compute_span("backward " + layer_name(*params[0]));
+    if (!params.empty()) profile(LayerProfiler::backward, params, compute_span("backward " + layer_name(*params[0])));
     for (auto it = params.rbegin(); it != params.rend(); ++it) {
       Param& p = **it;
       if (ready_[p.index]++) throw std::logic_error(p.name + ": gradient reported twice in one backward");
@@ -79,17 +83,24 @@ class Rank final : public StepHooks {
     }
   }
 
-  /// One iteration; returns (loss, correct predictions).
+  /// Marks an iteration's start (before its batch is loaded: the first compute span includes it).
+  void begin_iteration() {
+    mark_ = Clock::now();
+    if (profiler_) profiler_->begin_iteration();
+  }
+
+  /// One iteration, after begin_iteration(); returns (loss, correct predictions).
   std::pair<float, std::size_t> step(const Tensor& x, const std::vector<std::int32_t>& y, std::uint64_t seed,
                                      std::size_t iteration, float lr) {
     Context ctx{.training = true, .hooks = this, .seed = seed, .step = iteration, .half = mixed_.has_value()};
     backend::set_fp16_gemm(ctx.half);
-    mark_ = Clock::now();
+    in_step_ = true;
+    forward_layer_ = {};
     if (mixed_) settle();
     forward_label_ = "forward input";
     Tensor logits = model_->forward(mixed_ ? half_input(x) : x, ctx);
     const float loss = loss_.forward(logits, y);
-    compute_span(forward_label_ + " + loss");
+    profile(LayerProfiler::forward, forward_layer_, compute_span(forward_label_ + " + loss"));
     if (!std::isfinite(loss))
       throw std::runtime_error("loss is " + std::to_string(loss) + " at iteration " + std::to_string(iteration) +
                                " (diverged: lower --lr or add --warmup)");
@@ -101,6 +112,8 @@ class Rank final : public StepHooks {
     for (auto* p : model_->params())
       if (!ready_[p->index]) throw std::logic_error(p->name + ": no gradient reported in backward");
     sync_->finish_iteration();
+    profile(LayerProfiler::backward, {}, compute_span("backward rest + finish_iteration"));
+    in_step_ = false;
     pending_lr_ = lr;
     return {loss, loss_.correct()};
   }
@@ -112,11 +125,17 @@ class Rank final : public StepHooks {
   }
 
  private:
-  // Records the compute since the previous hook as one span of the trace, if there is one.
-  void compute_span(std::string label) {
+  // Records the compute since the previous hook as one span of the trace, if there is one; its seconds.
+  double compute_span(std::string label) {
     const auto now = Clock::now();
     if (trace_) trace_->span(std::move(label), rank_, Trace::compute, mark_, now);
+    const double seconds = std::chrono::duration<double>(now - mark_).count();
     mark_ = now;
+    return seconds;
+  }
+  // Rank 0 with --profile: a span of a training step goes to its layer (not flushes between steps).
+  void profile(LayerProfiler::Pass pass, std::span<Param* const> layer, double seconds) {
+    if (profiler_ && in_step_) profiler_->add(pass, layer, seconds);
   }
   static std::string layer_name(const Param& p) { return p.name.substr(0, p.name.rfind('.')); }
   // The synchronizer works on host memory: on the device backend the gradient is staged in host
@@ -147,20 +166,22 @@ class Rank final : public StepHooks {
   // be in before any is applied - the step waits for all of them (no overlap with forward).
   void settle() {
     bool outstanding = false;
+    double waited = 0;
     for (auto* p : model_->params())
       if (pending_[p->index]) {
         const auto t0 = Clock::now();
         sync_->wait_for(p->index);
-        wait_seconds_ += since(t0);
+        waited += since(t0);
         pending_[p->index] = 0;
         outstanding = true;
       }
+    wait_seconds_ += waited;
     if (outstanding && mixed_->unscale(synced_))
       for (auto* p : model_->params()) {
         take_mean(*p);
         mixed_->step(*p, opt_, pending_lr_);
       }
-    compute_span("wait_for + step (all layers)");
+    profile(LayerProfiler::forward, {}, compute_span("wait_for + step (all layers)") - waited);
   }
 
   std::unique_ptr<Model> model_;
@@ -177,8 +198,11 @@ class Rank final : public StepHooks {
   SoftmaxCrossEntropy loss_;
   std::size_t rank_;
   Trace* trace_;
+  LayerProfiler* profiler_;  // rank 0's, with --profile
+  bool in_step_ = false;
   Clock::time_point mark_;
   std::string forward_label_;
+  std::span<Param* const> forward_layer_;  // the layer whose forward the open span is (empty: input)
 };
 
 struct Datasets {
@@ -315,6 +339,7 @@ class RankLoop {
   void step(std::size_t it, std::size_t epoch, std::size_t index) {
     const auto it_start = Clock::now();
     const double wait_before = rank_.wait_seconds();
+    rank_.begin_iteration();
     loader_.batch(epoch, index, x_, y_);
     const auto [loss, ok] = rank_.step(x_, y_, cfg_.seed, it, plan_.schedule(it));
     ++done_in_run_;

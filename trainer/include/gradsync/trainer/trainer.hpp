@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gradsync/trainer/data.hpp"
+#include "gradsync/trainer/layer_profiler.hpp"
 #include "gradsync/trainer/loss_scaler.hpp"
 #include "gradsync/trainer/model.hpp"
 #include "gradsync/trainer/optimizer.hpp"
@@ -38,6 +39,7 @@ struct TrainConfig {
   std::size_t world = 0;                  ///< > 0: ranks in the whole job (MPI); 0: `ranks`
   std::size_t first_rank = 0;             ///< global rank of this process's first replica
   Trace* trace = nullptr;                 ///< when set, per-layer compute spans are recorded
+  LayerProfiler* profiler = nullptr;      ///< when set, rank 0's compute per layer (gradsync-sim's profile)
   int threads = 2;                        ///< compute threads in all; each rank gets threads / ranks (>= 1)
   std::string checkpoint;                 ///< written at every epoch end, every checkpoint_every iterations, and when the call ends
   std::size_t checkpoint_every = 0;

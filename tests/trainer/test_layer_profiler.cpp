@@ -1,0 +1,64 @@
+// gradsync-train --profile: the LayerProfiler's profile of a real run, read back with gradsync-sim's reader.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "gradsync/trainer/layer_profiler.hpp"
+#include "gradsync/trainer/trainer.hpp"
+#include "profile_json.hpp"  // tools/sim
+#include "small_config.hpp"
+
+using namespace gradsync::trainer;
+
+TEST_CASE("A run's profile has the model's layout and positive per-layer times", "[trainer][profile]") {
+  TrainConfig c = test::small_resnet_config();
+  c.epochs = 0;
+  c.iterations = 5;
+  c.evaluate = false;
+  LayerProfiler profiler;
+  c.profiler = &profiler;
+  train(c);
+  CHECK(profiler.iterations() == 5);
+
+  const std::string path = (std::filesystem::temp_directory_path() / "gradsync_test_trainer_profile.json").string();
+  profiler.write(path, c.model.name);
+  const gradsync::sim::Profile p = gradsync::sim::read_profile(path);
+  std::filesystem::remove(path);
+
+  CHECK(p.name == "resnet20");
+  const auto expected = make_model(c.model)->layout();
+  const gradsync::ModelLayout layout = p.layout();
+  REQUIRE(layout.num_layers() == expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    CHECK(layout.layer(i).name == expected[i].first);
+    CHECK(layout.layer(i).elements == expected[i].second);
+  }
+  // The input layer first (no tensors), then one layer per module with parameters.
+  REQUIRE(p.layers.size() >= 2);
+  CHECK(p.layers.front().name == "input");
+  CHECK(p.layers.front().tensors.empty());
+  for (std::size_t l = 1; l < p.layers.size(); ++l) {
+    INFO(p.layers[l].name);
+    CHECK_FALSE(p.layers[l].tensors.empty());
+    CHECK(p.layers[l].forward_seconds > 0);
+    CHECK(p.layers[l].backward_seconds > 0);
+  }
+  CHECK(p.compute_seconds() > 0);
+}
+
+TEST_CASE("A profile needs a recorded iteration; evaluations between steps add no layer", "[trainer][profile]") {
+  LayerProfiler empty;
+  CHECK_THROWS_AS(empty.profile("x"), std::logic_error);
+
+  // Evaluations flush (wait_for + step outside a training step): still one sample per iteration and
+  // the same layers.
+  TrainConfig c = test::small_resnet_config();
+  c.epochs = 0;
+  c.iterations = 3;
+  c.evaluate_every = 1;
+  LayerProfiler profiler(0);
+  c.profiler = &profiler;
+  train(c);
+  CHECK(profiler.iterations() == 3);
+  CHECK(profiler.profile("resnet20").layout().num_layers() == make_model(c.model)->layout().size());
+}
