@@ -13,6 +13,9 @@ Definitions (per model and link; N ranks, P parameters, b bits per element on th
              nominal rate; for an unlimited link the rate one TCP stream measured)
   bound      max(compute only of the same trainer, wire); ratios are iteration / bound and
              iteration / DDP's iteration on the same link
+  bound at line rate  (gradsync, shaped links) max(compute only while every link carries TCP at
+             line rate in both directions, wire): the kernel moves those bytes (veth, bridge, tbf,
+             TCP) on the ranks' own cores, so no synchronization can beat the compute left to them
   node 0 sent  bytes node 0's link carried per counted iteration (link counters, so with TCP/IP
              and MPI or gloo headers), and their average rate
   others     cores that processes outside the run kept busy during it (a build, say): timings
@@ -27,7 +30,9 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-COMPUTE = ["compute", "ddp-compute"]  # the compute-only runs, measured before each model's runs on each link
+COMPUTE = ["compute", "compute-traffic", "ddp-compute"]  # the compute-only runs, before each model's runs on each link
+NAMES = {"compute": "gradsync compute only", "compute-traffic": "gradsync compute at line-rate traffic",
+         "ddp-compute": "DDP compute only"}
 POLICY_ORDER = COMPUTE + ["wfbp", "p3", "p3-fp16", "p3-qsgd8", "ps", "ddp"]
 
 
@@ -131,6 +136,9 @@ def analyse(root):
         parts = [x for x in (r["compute_only_s"], r["wire_s"]) if x]
         r["bound_s"] = max(parts) if parts else None
         r["ratio_to_bound"] = r["iteration_s"] / r["bound_s"] if r["bound_s"] else None
+        t = compute.get((r["model"], r["link"], "compute-traffic")) if r["kind"] == "gradsync" else None
+        r["line_rate_bound_s"] = max(t["iteration_s"], r["wire_s"] or 0) if t else None
+        r["ratio_to_line_rate_bound"] = r["iteration_s"] / r["line_rate_bound_s"] if t else None
         d = ddp.get((r["model"], r["link"]))
         r["ratio_to_ddp"] = r["iteration_s"] / d["iteration_s"] if d else None
     return rates, runs
@@ -152,16 +160,18 @@ def table(rates, runs):
         first = next((r for r in mine if r["ok"]), None)
         out.append(f"### {model} (width {mine[0]['width']}, {fmt(first and first['parameters'] / 1e6, 1)} M parameters, "
                    f"{mine[0]['nodes']} nodes)\n")
-        out.append("| link | run | iteration (s) | busy (s) | wire bound (s) | bound (s) | x bound | x DDP "
+        out.append("| link | run | iteration (s) | busy (s) | wire bound (s) | bound (s) | x bound "
+                   "| bound at line rate (s) | x it | x DDP "
                    "| node 0 sent MB/iter | node 0 sends (Gbit/s) | others (cores) |")
-        out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in sorted(mine, key=lambda r: (link_key(rates)(r["link"]), POLICY_ORDER.index(r["policy"]))):
-            name = {"compute": "gradsync compute only", "ddp-compute": "DDP compute only"}.get(r["policy"], r["policy"])
+            name = NAMES.get(r["policy"], r["policy"])
             if not r["ok"]:
-                out.append(f"| {r['link']} | {name} | FAILED (status {r['rc']}) | | | | | | | | |")
+                out.append(f"| {r['link']} | {name} | FAILED (status {r['rc']}) | | | | | | | | | | |")
                 continue
             out.append(f"| {r['link']} | {name} | {fmt(r['iteration_s'], 3)} | {fmt(r['busy_s'], 3)} "
                        f"| {fmt(r.get('wire_s'), 3)} | {fmt(r.get('bound_s'), 3)} | {fmt(r.get('ratio_to_bound'))} "
+                       f"| {fmt(r.get('line_rate_bound_s'), 3)} | {fmt(r.get('ratio_to_line_rate_bound'))} "
                        f"| {fmt(r.get('ratio_to_ddp'))} | {fmt(r['node0_wire_mb_per_iteration'], 1)} "
                        f"| {fmt(r['node0_tx_gbps'])} | {fmt(r['others_cores'])} |")
         out.append("")
@@ -187,8 +197,7 @@ def throughput_plot(root, rates, runs, model):
         return None
     path = os.path.join(root, "plots", f"throughput-{model}.dat")
     with open(path, "w") as f:
-        names = {"compute": "gradsync compute only", "ddp-compute": "DDP compute only"}
-        f.write("\t".join(["link", "x"] + [names.get(p, p) for p in columns]) + "\n")
+        f.write("\t".join(["link", "x"] + [NAMES.get(p, p) for p in columns]) + "\n")
         for x, link in enumerate(links):
             by_policy = {r["policy"]: r["images_per_s"] for r in mine if r["link"] == link}
             cells = [f"{by_policy[p]:.3f}" if p in by_policy else "?" for p in columns]

@@ -173,11 +173,20 @@ ddp_run() { # tag link
 
 # Compute only, before each model's runs on each link (the machine's load drifts: the bound must
 # be measured next to what it bounds): every node runs its own replica at once with no
-# synchronization, so the cores are shared as in the synchronized runs; node 0's times count.
+# synchronization, so the cores are shared as in the synchronized runs; node 0's times count. On
+# shaped links also with line-rate traffic: the compute the cores leave at that link's rate.
 compute_runs() { # link
   local tag=$model.$1.compute
-  measure "$tag" "$1" compute gradsync topo_on_each_node "$out/raw/$tag.log" "$trainer" "${train[@]}" --ranks 1 \
-    --sync local --dataset synthetic --no-eval -q --metrics "$out/raw/$tag.rank%RANK%.json"
+  local compute=("$trainer" "${train[@]}" --ranks 1 --sync local --dataset synthetic --no-eval -q)
+  measure "$tag" "$1" compute gradsync topo_on_each_node "$out/raw/$tag.log" "${compute[@]}" \
+    --metrics "$out/raw/$tag.rank%RANK%.json"
+  if [ "$1" != unlimited ]; then # the same while the links carry line-rate TCP (topo_traffic_start)
+    tag=$model.$1.compute-traffic
+    topo_traffic_start
+    measure "$tag" "$1" compute-traffic gradsync topo_on_each_node "$out/raw/$tag.log" "${compute[@]}" \
+      --metrics "$out/raw/$tag.rank%RANK%.json"
+    topo_traffic_stop
+  fi
   [ $with_ddp = 1 ] || return 0
   tag=$model.$1.ddp-compute
   measure "$tag" "$1" ddp-compute ddp topo_on_each_node "$out/raw/$tag.log" /usr/bin/python3 "$E2E_DIR/ddp.py" \

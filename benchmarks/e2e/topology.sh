@@ -194,6 +194,29 @@ topo_linkspeed() {
   wait $server
 }
 
+# topo_traffic_start: every node streams TCP to the next one (a ring, as the ring all-reduce
+# loads the links: each node's link full in both directions) until topo_traffic_stop. The kernel
+# work of moving those bytes (veth, bridge, tbf, TCP) runs on the same cores as the ranks: a
+# compute-only run next to it measures the compute the machine has left at line rate.
+TOPO_TRAFFIC_PIDS=() TOPO_TRAFFIC_SENDERS=()
+topo_traffic_start() {
+  local i port=5998
+  for i in $(topo_nodes); do
+    ip netns exec "$(topo_ns "$i")" /usr/bin/python3 "$TOPO_E2E_DIR/linkspeed.py" serve $port &
+    TOPO_TRAFFIC_PIDS+=($!)
+  done
+  for i in $(topo_nodes); do
+    ip netns exec "$(topo_ns "$i")" /usr/bin/python3 "$TOPO_E2E_DIR/linkspeed.py" flood \
+      "$(topo_addr $(((i + 1) % TOPO_NODES)))" $port &
+    TOPO_TRAFFIC_SENDERS+=($!)
+  done
+}
+topo_traffic_stop() {
+  [ ${#TOPO_TRAFFIC_SENDERS[@]} -eq 0 ] || kill -TERM "${TOPO_TRAFFIC_SENDERS[@]}" 2>/dev/null
+  wait "${TOPO_TRAFFIC_SENDERS[@]}" "${TOPO_TRAFFIC_PIDS[@]}" 2>/dev/null
+  TOPO_TRAFFIC_PIDS=() TOPO_TRAFFIC_SENDERS=()
+}
+
 # Cuts node i's link at the bridge: both ends keep their carrier, every frame is dropped (a dead
 # switch port or a partition, not an unplugged cable: peers only notice by timeouts).
 topo_cut() { ip -n "$(topo_ns br)" link set "p$1" nomaster; }
