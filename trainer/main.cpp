@@ -300,7 +300,9 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "\ngradsync-train: error: %s\n", e.what());
 #if defined(GRADSYNC_WITH_MPI)
-    if (mpi) mpi->finalize_within(std::chrono::seconds(5), 1);  // never hang on a dead peer
+    // Live peers fail within milliseconds of this rank (gradsync tells them) and finalize with it;
+    // a dead peer would hold MPI_Finalize forever.
+    if (mpi) mpi->finalize_within(std::chrono::seconds(2), 1);
 #endif
     return 1;
   }

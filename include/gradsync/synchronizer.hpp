@@ -80,7 +80,7 @@ class Synchronizer {
         table_(layout_, p_.slicing.plan(layout_), fp32_below(), keeps_residuals(), p_.slicing.describe()),
         leader_(t_, control_, opt_, lane_capacities(), table_),
         executors_({t_, p_.priority, p_.codec, p_.collective, table_, leader_, control_, stats_, opt_}),
-        abort_(user_, schedule::handshake(t_, hello())) {
+        abort_(user_, schedule::handshake(t_, hello()), [this] { return stuck_on(); }) {
     priority::prepare(p_.priority, table_.units());
     collective::start(p_.collective,
                       {t_, table_.size(), lane_capacities(), abort_.session(), priority::classifies(p_.priority)});
@@ -88,7 +88,7 @@ class Synchronizer {
       threads_.emplace_back([this, i] { guarded([this, i] { executors_.run(executors_.slot(i)); }); });
     if (t_.size() > 1)
       threads_.emplace_back([this] {
-        if (auto peer = abort_.watch(control_)) fail(peer, false);
+        if (auto peer = abort_.watch(control_, settle_grace())) fail(peer, false);
       });
   }
   Synchronizer(const Synchronizer&) = delete;
@@ -290,8 +290,9 @@ class Synchronizer {
     auto done = [&] { return table_.layer_done(layer); };
     // An executor stuck on a silent peer gives up within the same timeout and names the peer:
     // allow it a moment to, before the vaguer message below.
-    const bool ok = control_.wait_for(opt_.timeout, done) ||
-                    control_.wait_for(std::min<std::chrono::milliseconds>(opt_.timeout, std::chrono::seconds(1)), done);
+    const bool ok =
+        control_.wait_for(opt_.timeout, done) ||
+        control_.wait_for(std::min<std::chrono::milliseconds>(opt_.timeout, std::chrono::seconds(1)) + settle_grace(), done);
     rethrow_if_failed();
     if (!ok)
       throw PeerError("gradsync: " + std::string(who) + "(" + std::to_string(layer) + "): layer '" +
@@ -317,11 +318,36 @@ class Synchronizer {
     }
   }
   /// Records the first error, tells the peers when it is this rank's own (`tell`: not one a peer
-  /// reported), and ends every wait of this synchronizer's threads and callers with it.
+  /// reported), and ends every wait of this synchronizer's threads and callers with it. A wait of
+  /// this rank's that timed out first settles with the peers which rank is gone (PeerAbort).
   void fail(std::exception_ptr error, bool tell) {
+    if (tell && timed_out(error)) {
+      error = abort_.settle(error, settle_grace());
+      tell = false;  // settle told the peers already
+    }
     if (!control_.fail(error)) return;
     if (tell) abort_.tell(error);
     stop(error);
+  }
+  /// The peer this rank has waited for a quarter of the timeout - a server's unit missing its
+  /// push first (the workers' waits for the reply follow from it), else a receive - or -1.
+  int stuck_on() const {
+    const int peer = collective::stalled_on(p_.collective, opt_.timeout / 4);
+    return peer >= 0 ? peer : t_.waiting_for(opt_.timeout / 4);
+  }
+  static bool timed_out(std::exception_ptr error) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const PeerTimeout&) {
+      return true;
+    } catch (...) {
+      return false;
+    }
+  }
+  /// How long the ranks take to agree which peer is gone after a timeout: enough for every
+  /// survivor's abort watcher to hear of it and answer.
+  std::chrono::milliseconds settle_grace() const {
+    return std::clamp<std::chrono::milliseconds>(opt_.timeout / 8, std::chrono::milliseconds(200), std::chrono::seconds(1));
   }
   /// Ends every wait: the threads', the caller's and the transport's (with `why`).
   void stop(std::exception_ptr why) {

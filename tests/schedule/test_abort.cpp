@@ -3,8 +3,12 @@
 // their waits end without waiting out the timeout.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <optional>
 #include <random>
+#include <thread>
 
+#include "support/forwarding.hpp"
 #include "support/ranks.hpp"
 
 using namespace gradsync;
@@ -34,6 +38,28 @@ GRADSYNC_CHECK_CODEC(Failing);
 using Sync = Synchronizer<slicing::FixedSlices, priority::ForwardOrder, Failing, collective::AnyCollective>;
 const ModelLayout kLayout{{"a", 3000}, {"b", 5000}, {"c", 2000}, {"d", 4000}};
 
+/// A rank's transport that goes silent at once when `dead` is set, as when its process is killed
+/// or its cable pulled: nothing it sends arrives, and it hears nothing.
+class Dying final : public testing::Forwarding {
+ public:
+  Dying(transport::Transport& inner, const std::atomic<bool>& dead) : Forwarding(inner), dead_(dead) {}
+  void send(int dst, transport::Tag tag, std::span<const std::byte> data) override {
+    if (!dead_) inner_.send(dst, tag, data);
+  }
+  std::optional<std::size_t> recv_for(int src, transport::Tag tag, std::span<std::byte> out,
+                                      std::chrono::milliseconds wait) override {
+    if (!dead_) return inner_.recv_for(src, tag, out, wait);
+    std::this_thread::sleep_for(wait);
+    return std::nullopt;
+  }
+  std::optional<std::size_t> try_recv(int src, transport::Tag tag, std::span<std::byte> out) override {
+    return dead_ ? std::nullopt : inner_.try_recv(src, tag, out);
+  }
+
+ private:
+  const std::atomic<bool>& dead_;
+};
+
 /// Trains until something throws; returns the message (empty if nothing did).
 std::string train_until_failure(Sync& sync, int rank) {
   std::vector<std::vector<float>> g(kLayout.num_layers());
@@ -51,6 +77,28 @@ std::string train_until_failure(Sync& sync, int rank) {
     return e.what();
   }
   return {};
+}
+
+/// Hands over gradients of ones each iteration, in backward order; `leave(it, layer)` returning a
+/// text ends the run before that layer's hand-over with it. Otherwise returns the first error's
+/// text, or "finished".
+template <class Leave>
+std::string train_ones(AnySynchronizer& sync, int iterations, Leave&& leave) {
+  std::vector<std::vector<float>> g(kLayout.num_layers());
+  try {
+    for (int it = 0; it < iterations; ++it) {
+      for (std::size_t l = 0; l < g.size(); ++l) sync.wait_for(l);
+      for (std::size_t l = g.size(); l-- > 0;) {
+        if (auto text = leave(it, l)) return *text;
+        g[l].assign(kLayout.layer(l).elements, 1.0f);
+        sync.gradient_ready(l, g[l]);
+      }
+      sync.finish_iteration();
+    }
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "finished";
 }
 }  // namespace
 
@@ -86,24 +134,11 @@ TEST_CASE("abort() from the training loop stops every peer with the reason", "[a
   const auto t0 = std::chrono::steady_clock::now();
   const auto errors = testing::run_ranks<std::string>(3, [](int r, transport::Transport& t) -> std::string {
     AnySynchronizer sync(t, kLayout, {"fixed:5000", "forward", "fp32", "ring"}, Options{.timeout = 60s});
-    std::vector<std::vector<float>> g(kLayout.num_layers());
-    try {
-      for (int it = 0; it < 20; ++it) {
-        for (std::size_t l = 0; l < g.size(); ++l) sync.wait_for(l);
-        if (it == 3 && r == 2) {
-          sync.abort("loss is nan at iteration 3");
-          return "aborted";
-        }
-        for (std::size_t l = g.size(); l-- > 0;) {
-          g[l].assign(kLayout.layer(l).elements, 1.0f);
-          sync.gradient_ready(l, g[l]);
-        }
-        sync.finish_iteration();
-      }
-    } catch (const std::exception& e) {
-      return e.what();
-    }
-    return "finished";
+    return train_ones(sync, 20, [&](int it, std::size_t l) -> std::optional<std::string> {
+      if (it != 3 || r != 2 || l + 1 != kLayout.num_layers()) return std::nullopt;
+      sync.abort("loss is nan at iteration 3");  // after the waits, before any hand-over
+      return "aborted";
+    });
   }, 60s);
   REQUIRE(errors[2] == "aborted");
   for (int r : {0, 1}) {
@@ -153,4 +188,37 @@ TEST_CASE("an abort left over from an earlier synchronizer on the same transport
     return 1;
   });
   REQUIRE(got == std::vector<int>{1, 1});
+}
+
+// A dead rank sends nothing, so a survivor's timeout names only the rank it waited for - in a
+// ring, rank 1 waits for rank 0, which waits for the dead one. The survivors settle it between
+// them (schedule::PeerAbort::settle): each names the rank that went silent.
+TEST_CASE("when a rank dies, every survivor names the dead rank, not the neighbour it waited for", "[abort]") {
+  const std::string collective = GENERATE("ring", "ps");
+  const int ranks = GENERATE(3, 4);
+  const int dead_rank = ranks - 1;
+  CAPTURE(collective, ranks);
+  std::atomic<bool> dead{false};
+  const std::atomic<bool> never{false};
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto errors = testing::run_ranks<std::string>(
+      ranks,
+      [&](int r, transport::Transport& inner) -> std::string {
+        Dying t(inner, r == dead_rank ? dead : never);
+        AnySynchronizer sync(t, kLayout, {"fixed:5000", "forward", "fp32", collective}, Options{.timeout = 800ms});
+        return train_ones(sync, 50, [&](int it, std::size_t l) -> std::optional<std::string> {
+          if (r != dead_rank || it != 3 || l != 1) return std::nullopt;
+          dead = true;                          // dies in the middle of iteration 3
+          std::this_thread::sleep_for(3s);      // the survivors must not need it to end
+          return "dead";
+        });
+      },
+      60s);
+  REQUIRE(errors[dead_rank] == "dead");
+  for (int r = 0; r < dead_rank; ++r) {
+    CAPTURE(r, errors[r]);
+    REQUIRE_THAT(errors[r], Catch::Contains("rank " + std::to_string(dead_rank) + " stopped answering") &&
+                                Catch::Contains("died or its network is down"));
+  }
+  REQUIRE(std::chrono::steady_clock::now() - t0 < 10s);
 }

@@ -108,6 +108,9 @@ struct AnyCollective {
   void stop() {
     std::visit([](auto& p) { collective::stop(p); }, policy);
   }
+  int stalled_on(std::chrono::milliseconds at_least) const {
+    return std::visit([&](const auto& p) { return collective::stalled_on(p, at_least); }, policy);
+  }
   bool device_memory() const {
     return std::visit([](const auto& p) { return accepts_device_memory(p); }, policy);
   }

@@ -2,6 +2,7 @@
 /// The Collective concept: aggregates one unit across all ranks over a Transport. Every
 /// collective leaves the same thing in `job.data` on every rank: the sum (or mean, when
 /// job.average) of all ranks' data, bit-identical across ranks.
+#include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <optional>
@@ -47,7 +48,9 @@ struct Job {
 /// learns when a Synchronizer starts. Such a collective has the optional members
 ///   void start(const Setup&);   // once, before the first unit
 ///   void stop();                // once, after the last; ends what start began
-/// (collective::start / collective::stop call them when present).
+///   int stalled_on(std::chrono::milliseconds at_least) const;  // the rank a unit has waited
+///                               // for that long, or -1 (which peer is gone: schedule::PeerAbort)
+/// (collective::start / stop / stalled_on call them when present).
 struct Setup {
   transport::Transport& transport;          ///< the synchronizer's transport (its timeout, its cancellation)
   std::size_t units = 0;                    ///< units, tagged 0 .. units-1
@@ -70,6 +73,11 @@ void start(K& k, const Setup& setup) {
 template <class K>
 void stop(K& k) {
   if constexpr (requires { k.stop(); }) k.stop();
+}
+template <class K>
+int stalled_on(const K& k, std::chrono::milliseconds at_least) {
+  if constexpr (requires { k.stalled_on(at_least); }) return k.stalled_on(at_least);
+  else return -1;
 }
 
 /// Scratch buffers for encoded messages (grown by detail::Wire to each message's wire size) and

@@ -11,6 +11,8 @@
 ///   collective::Server server(transport, lane_capacities, units);  // ParameterServer::start makes one
 ///   server.serve(served_unit);                                      // from an executor: waits until served
 /// \endcode
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -103,6 +105,13 @@ class Server {
     if (s.error_) std::rethrow_exception(s.error_);
   }
 
+  /// The rank the longest-stalled unit has waited for, if for `at_least`; else -1.
+  int stalled_on(std::chrono::milliseconds at_least) const {
+    const auto since = std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(stuck_since_.load()));
+    const int peer = stuck_on_.load();
+    return peer >= 0 && std::chrono::steady_clock::now() - since >= at_least ? peer : -1;
+  }
+
   /// Fails the units still held and joins the thread. Idempotent; from the owner's thread only
   /// (after a failure the thread ends by itself: its transport is cancelled).
   void stop() {
@@ -132,6 +141,7 @@ class Server {
           incoming_.clear();
         }
         bool progressed = false;
+        const Served* stuck = nullptr;  // the pending unit without progress the longest
         for (std::size_t i = 0; i < pending_.size();) {
           Served& s = *pending_[i];
           const std::uint64_t before = s.progress_;
@@ -139,6 +149,7 @@ class Server {
           progressed |= s.progress_ != before;
           if (!in) {
             if (s.stalled()) throw t_.silent_peer(s.missing(), s.tag_);
+            if (!stuck || s.since_ < stuck->since_) stuck = &s;
             ++i;
             continue;
           }
@@ -147,6 +158,8 @@ class Server {
           pending_[i] = pending_.back();
           pending_.pop_back();
         }
+        if (stuck) stuck_since_.store(stuck->since_.time_since_epoch().count());
+        stuck_on_.store(stuck ? stuck->missing() : -1);
         if (const auto u = ready_.try_pop()) {
           progressed = true;
           Served& s = *by_unit_[*u];
@@ -192,6 +205,8 @@ class Server {
   bool stop_ = false, exited_ = false;
   std::exception_ptr error_;
   std::thread thread_;
+  std::atomic<int> stuck_on_{-1};  // stalled_on: the longest-stalled unit's missing rank, and since when
+  std::atomic<std::chrono::steady_clock::rep> stuck_since_{0};
 };
 
 }  // namespace gradsync::collective

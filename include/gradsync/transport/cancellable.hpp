@@ -69,10 +69,7 @@ class Cancellable final : public Transport {
       throw_if_cancelled();
       if (std::chrono::steady_clock::now() >= deadline) {
         const Sent s = forget(id);
-        throw PeerError("gradsync: " + describe() + " waited " + std::to_string(timeout_.count()) + " ms for rank " +
-                        std::to_string(s.dst) + " to take a message (tag " + std::to_string(s.tag) +
-                        "): that rank died, stopped calling gradient_ready, or is too slow; raise Options::timeout "
-                        "if it is only slow");
+        throw silent_peer(s.dst, s.tag, true);
       }
       backoff.pause();
     }
@@ -81,6 +78,7 @@ class Cancellable final : public Transport {
   bool test_sent(SendId id) override { return inner_.test_sent(id); }
   std::optional<std::size_t> recv_for(int src, Tag tag, std::span<std::byte> out,
                                       std::chrono::milliseconds wait) override {
+    const Waiting waiting(*this, src);
     const auto deadline = std::chrono::steady_clock::now() + wait;
     for (;;) {
       throw_if_cancelled();
@@ -94,7 +92,42 @@ class Cancellable final : public Transport {
     return inner_.try_recv(src, tag, out);
   }
 
+  /// The peer of the longest receive in progress, if it has lasted `at_least`; else -1. (Who this
+  /// rank is stuck on, for the peers settling which rank is gone: schedule::PeerAbort.)
+  int waiting_for(std::chrono::milliseconds at_least) const {
+    std::lock_guard lock(mutex_);
+    auto oldest = std::chrono::steady_clock::now() - at_least;
+    int peer = -1;
+    for (const Wait& w : waits_)
+      if (w.since <= oldest) oldest = w.since, peer = w.peer;
+    return peer;
+  }
+
  private:
+  struct Wait {
+    const void* id;
+    int peer;
+    std::chrono::steady_clock::time_point since;
+  };
+  /// Registers a receive in progress in waits_ for its lifetime.
+  class Waiting {
+   public:
+    Waiting(Cancellable& c, int peer) : c_(c) {
+      std::lock_guard lock(c_.mutex_);
+      c_.waits_.push_back({this, peer, std::chrono::steady_clock::now()});
+    }
+    ~Waiting() {
+      std::lock_guard lock(c_.mutex_);
+      const auto it = std::ranges::find(c_.waits_, static_cast<const void*>(this), &Wait::id);
+      *it = c_.waits_.back();
+      c_.waits_.pop_back();
+    }
+    Waiting(const Waiting&) = delete;
+    Waiting& operator=(const Waiting&) = delete;
+
+   private:
+    Cancellable& c_;
+  };
   struct Sent {
     SendId id;
     int dst;
@@ -118,9 +151,10 @@ class Cancellable final : public Transport {
 
   Transport& inner_;
   std::chrono::milliseconds timeout_;
-  mutable std::mutex mutex_;  // guards why_ and in_flight_
+  mutable std::mutex mutex_;  // guards why_, in_flight_ and waits_
   std::exception_ptr why_;
   std::vector<Sent> in_flight_;  // send_async's sends not yet waited for (a few: the ring's window)
+  std::vector<Wait> waits_;      // receives in progress (one per thread at most)
   std::atomic<bool> cancelled_{false};
 };
 

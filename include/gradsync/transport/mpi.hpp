@@ -143,9 +143,7 @@ class Mpi final : public Transport {
     while (!test_sent(id)) {
       if (std::chrono::steady_clock::now() >= deadline) {
         const AsyncSend a = abandon_async(id);
-        throw PeerError("gradsync: " + describe() + " waited " + std::to_string(timeout_.count()) + " ms for rank " +
-                        std::to_string(a.dst) + " to take a message (tag " + std::to_string(a.tag) +
-                        "): that rank died, stopped calling gradient_ready, or is too slow");
+        throw silent_peer(a.dst, a.tag, true);
       }
       backoff.pause();
     }
@@ -231,10 +229,7 @@ class Mpi final : public Transport {
         MPI_Test(&req[1], &send_done, &st[1]);
         abandon(req[0]);
         abandon(req[1]);
-        throw PeerError("gradsync: " + describe() + " waited " + std::to_string(timeout_.count()) + " ms for rank " +
-                        std::to_string(recv_done ? dst : src) + " (tag " + std::to_string(tag) +
-                        "): that rank died, stopped calling gradient_ready, or is too slow; "
-                        "raise the transport timeout if it is only slow");
+        throw silent_peer(recv_done ? dst : src, tag, recv_done);
       }
       backoff.pause();
     }

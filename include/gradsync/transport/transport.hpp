@@ -75,12 +75,15 @@ class Transport {
     if (auto n = recv_for(src, tag, out, timeout())) return *n;
     throw silent_peer(src, tag);
   }
-  /// The error for rank `src` sending nothing with `tag` within timeout().
-  PeerError silent_peer(int src, Tag tag) const {
-    return PeerError("gradsync: " + describe() + " waited " + std::to_string(timeout().count()) +
-                     " ms for rank " + std::to_string(src) + " (tag " + std::to_string(tag) +
-                     "): that rank died, stopped calling gradient_ready, or is too slow; "
-                     "raise Options::timeout if it is only slow");
+  /// The error for rank `peer` sending nothing with `tag` (or, `taking`, not taking a message of
+  /// ours) within timeout().
+  PeerTimeout silent_peer(int peer, Tag tag, bool taking = false) const {
+    return PeerTimeout("gradsync: " + describe() + " waited " + std::to_string(timeout().count()) +
+                           " ms for rank " + std::to_string(peer) + (taking ? " to take a message" : "") +
+                           " (tag " + std::to_string(tag) +
+                           "): that rank died, stopped calling gradient_ready, or is too slow; "
+                           "raise Options::timeout if it is only slow",
+                       peer);
   }
   /// Sends to `dst` and receives from `src` at the same time (ring steps). Transports whose send
   /// can block until the peer receives override this.
