@@ -345,9 +345,10 @@ class Synchronizer {
     }
   }
   /// How long the ranks take to agree which peer is gone after a timeout: enough for every
-  /// survivor's abort watcher to hear of it and answer.
+  /// survivor's abort watcher (it polls every 20 ms) to hear of it and answer, several times over.
   std::chrono::milliseconds settle_grace() const {
-    return std::clamp<std::chrono::milliseconds>(opt_.timeout / 8, std::chrono::milliseconds(200), std::chrono::seconds(1));
+    return std::clamp<std::chrono::milliseconds>(opt_.timeout / 8, std::chrono::milliseconds(200),
+                                                 std::chrono::milliseconds(500));
   }
   /// Ends every wait: the threads', the caller's and the transport's (with `why`).
   void stop(std::exception_ptr why) {
