@@ -321,7 +321,7 @@ class Synchronizer {
   /// reported), and ends every wait of this synchronizer's threads and callers with it. A wait of
   /// this rank's that timed out first settles with the peers which rank is gone (PeerAbort).
   void fail(std::exception_ptr error, bool tell) {
-    if (tell && timed_out(error)) {
+    if (tell && timed_out_on(error) >= 0) {
       error = abort_.settle(error, settle_grace());
       tell = false;  // settle told the peers already
     }
@@ -334,15 +334,6 @@ class Synchronizer {
   int stuck_on() const {
     const int peer = collective::stalled_on(p_.collective, opt_.timeout / 4);
     return peer >= 0 ? peer : t_.waiting_for(opt_.timeout / 4);
-  }
-  static bool timed_out(std::exception_ptr error) {
-    try {
-      std::rethrow_exception(error);
-    } catch (const PeerTimeout&) {
-      return true;
-    } catch (...) {
-      return false;
-    }
   }
   /// How long the ranks take to agree which peer is gone after a timeout: enough for every
   /// survivor's abort watcher (it polls every 20 ms) to hear of it and answer, several times over.

@@ -1,5 +1,6 @@
 #pragma once
 /// Errors gradsync throws. Every message names the bad input and what to do instead.
+#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -31,5 +32,16 @@ struct PeerTimeout : PeerError {
   PeerTimeout(const std::string& what, int peer) : PeerError(what), peer(peer) {}
   int peer;
 };
+
+/// The rank `error` timed out waiting for, if it is a PeerTimeout; else -1.
+inline int timed_out_on(const std::exception_ptr& error) {
+  try {
+    if (error) std::rethrow_exception(error);
+  } catch (const PeerTimeout& e) {
+    return e.peer;
+  } catch (...) {
+  }
+  return -1;
+}
 
 }  // namespace gradsync

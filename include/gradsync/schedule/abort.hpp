@@ -57,13 +57,7 @@ class PeerAbort {
   /// The error to fail with after this rank's `error` (a PeerTimeout, or null: a peer's report
   /// woke it), agreed with the peers within `grace`. Every caller gets the first caller's verdict.
   std::exception_ptr settle(std::exception_ptr error, std::chrono::milliseconds grace) {
-    int suspect = -1;
-    try {
-      if (error) std::rethrow_exception(error);
-    } catch (const PeerTimeout& e) {
-      suspect = e.peer;
-    } catch (...) {
-    }
+    int suspect = timed_out_on(error);
     {
       std::unique_lock lock(mutex_);
       if (settling_) {
@@ -147,8 +141,9 @@ class PeerAbort {
       if (p == t_.rank()) continue;
       const auto got = t_.try_recv(p, transport::abort_tag, std::as_writable_bytes(std::span(&m, 1)));
       if (!got || *got < header || m.session != session_) continue;  // none, or a stale one
+      const int suspect = m.suspect >= 0 && m.suspect < t_.size() ? m.suspect : -1;  // never trust a rank
       std::lock_guard lock(mutex_);
-      reports_.push_back({p, m.kind, m.suspect, std::string(m.text, *got - header)});
+      reports_.push_back({p, m.kind, suspect, std::string(m.text, *got - header)});
       any = true;
     }
     return any;
