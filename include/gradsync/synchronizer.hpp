@@ -16,10 +16,11 @@
 /// \endcode
 ///
 /// How it works. gradient_ready marks the layer's units (schedule/units.hpp); a unit whose layers
-/// are all in is ready. A free executor on rank 0 takes the most urgent ready unit while the credit
-/// window allows and tells every rank to run it next (schedule/leader.hpp); the executors of every
-/// rank take rank 0's decisions in order and run each unit's collective once it is ready locally too
-/// (schedule/executor.hpp), and the aggregate is written back into the caller's span. Every wait
+/// are all in is ready; the other ranks report their newly ready units to rank 0. A free executor
+/// on rank 0 takes the most urgent unit ready on every rank while the credit window allows and
+/// tells every rank to run it next (schedule/leader.hpp); the executors of every rank take rank 0's
+/// decisions in order and run each unit's collective (schedule/executor.hpp), and the aggregate is
+/// written back into the caller's span. Every wait
 /// goes through one Control (schedule/control.hpp) and one transport::Cancellable, so
 /// Options::timeout is the one timeout, and a failure on any rank stops every rank at once
 /// (schedule/abort.hpp).
@@ -134,8 +135,9 @@ class Synchronizer {
                        layout_.layer(layer).name + "') in iteration " + std::to_string(iter) +
                        "; call finish_iteration() after each backward pass");
     wait_layer(layer, "gradient_ready");  // the previous iteration may still be using the span
-    table_.hand_over(layer, grad, iter,
-                     [&](std::uint32_t u) { leader_.ready(u, priority::key_of(p_.priority, u, table_.unit(u))); });
+    std::vector<std::uint32_t> ready;
+    table_.hand_over(layer, grad, iter, [&](std::uint32_t u) { ready.push_back(u); });
+    leader_.ready(ready, iter, [&](std::uint32_t u) { return priority::key_of(p_.priority, u, table_.unit(u)); });
   }
 
   /// Blocks until the aggregate of layer `layer`'s latest gradient is in its span (returns at once
@@ -288,11 +290,19 @@ class Synchronizer {
   // ---- waiting and failure ----
   void wait_layer(std::size_t layer, const char* who) {
     auto done = [&] { return table_.layer_done(layer); };
-    // An executor stuck on a silent peer gives up within the same timeout and names the peer:
-    // allow it a moment to, before the vaguer message below.
-    const bool ok =
-        control_.wait_for(opt_.timeout, done) ||
-        control_.wait_for(std::min<std::chrono::milliseconds>(opt_.timeout, std::chrono::seconds(1)) + settle_grace(), done);
+    bool ok = control_.wait_for(opt_.timeout, done);
+    // An executor stuck in a collective on a silent peer gives up within the same timeout and
+    // names the peer; one waiting to choose (rank 0 for a rank's readiness report, the others for
+    // rank 0's decision) does not: this wait times out for it. Allow either a moment before the
+    // vaguer message below.
+    if (!ok && !control_.failed())
+      if (const int peer = leader_.waiting_for(opt_.timeout / 4); peer >= 0)
+        fail(std::make_exception_ptr(PeerTimeout(
+                 "gradsync: " + t_.describe() + " waited " + std::to_string(opt_.timeout.count()) + " ms for rank " +
+                     std::to_string(peer) + (peer == 0 ? "'s next schedule decision" : " to report its gradients ready"),
+                 peer)),
+             true);
+    ok = ok || control_.wait_for(std::min<std::chrono::milliseconds>(opt_.timeout, std::chrono::seconds(1)) + settle_grace(), done);
     rethrow_if_failed();
     if (!ok)
       throw PeerError("gradsync: " + std::string(who) + "(" + std::to_string(layer) + "): layer '" +
@@ -332,8 +342,10 @@ class Synchronizer {
   /// The peer this rank has waited for a quarter of the timeout - a server's unit missing its
   /// push first (the workers' waits for the reply follow from it), else a receive - or -1.
   int stuck_on() const {
-    const int peer = collective::stalled_on(p_.collective, opt_.timeout / 4);
-    return peer >= 0 ? peer : t_.waiting_for(opt_.timeout / 4);
+    const auto at_least = opt_.timeout / 4;
+    if (const int peer = collective::stalled_on(p_.collective, at_least); peer >= 0) return peer;
+    if (const int peer = leader_.waiting_for(at_least); peer >= 0) return peer;
+    return t_.waiting_for(at_least);
   }
   /// How long the ranks take to agree which peer is gone after a timeout: enough for every
   /// survivor's abort watcher (it polls every 20 ms) to hear of it and answer, several times over.

@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <barrier>
+#include <latch>
 #include <cmath>
 #include <condition_variable>
 #include <memory>
@@ -75,13 +77,15 @@ std::vector<std::uint32_t> first_layers_on_wire(const GatedTransport& gated, con
 
 template <class Priority>
 std::vector<std::uint32_t> wire_layers_after_burst() {
-  const auto layers = testing::run_ranks<std::vector<std::uint32_t>>(2, [](int r, transport::Transport& t) {
+  std::latch handed_over(2);  // rank 0 chooses among units ready on both ranks: let them all be
+  const auto layers = testing::run_ranks<std::vector<std::uint32_t>>(2, [&](int r, transport::Transport& t) {
     GatedTransport gated(t);
     Sync<Priority> sync(gated, kLayout, Options{.inflight_units = 1}, {.slicing = {.max_elements = 1000}});
     if (r == 0) gated.hold([](transport::Tag) { return true; });  // after the handshake
     std::vector<std::vector<float>> g(kLayout.num_layers(), std::vector<float>(3000, 1.0f));
     for (std::size_t l = g.size(); l-- > 0;) sync.gradient_ready(l, g[l]);
     sync.finish_iteration();
+    handed_over.arrive_and_wait();
     gated.hold([](transport::Tag) { return false; });
     sync.wait_all();
     return first_layers_on_wire(gated, sync);
@@ -130,6 +134,7 @@ static_assert(priority::ObservingPriority<LargestFirst>);
 
 TEST_CASE("a data-dependent priority re-keys units from the aggregates of the iteration before") {
   const float magnitude[] = {3, 6, 1, 5, 2, 4};  // layer l's gradient: largest first is 1, 3, 5, 0, 4, 2
+  std::barrier handed_over(2);
   const auto layers = testing::run_ranks<std::vector<std::uint32_t>>(2, [&](int r, transport::Transport& t) {
     GatedTransport gated(t);
     Sync<LargestFirst> sync(gated, kLayout, Options{.inflight_units = 1}, {.slicing = {.max_elements = 1000}});
@@ -144,6 +149,7 @@ TEST_CASE("a data-dependent priority re-keys units from the aggregates of the it
         sync.gradient_ready(l, g[l]);
       }
       sync.finish_iteration();
+      handed_over.arrive_and_wait();
       gated.hold([](transport::Tag) { return false; });
       sync.wait_all();
     }
@@ -248,14 +254,9 @@ TEST_CASE("the parameter server broadcasts the more urgent of two completed unit
     Synchronizer<slicing::WholeLayer, priority::ForwardOrder, codec::Identity, collective::ParameterServer> sync(
         gate, layout, Options{.inflight_units = 4});
     std::vector<std::vector<float>> g(layout.num_layers(), std::vector<float>(3000, 1.0f + r));
-    if (r == 0) {  // unit 3 is scheduled alone, so rank 1's server is handed it before unit 1
-      sync.gradient_ready(3, g[3]);
-      gate.wait_pushed({3});
-    } else {  // both pushes are in rank 1's inbox before its server is handed either unit
-      gate.wait_pushed({1, 3});
-      sync.gradient_ready(3, g[3]);
-      gate.wait_polled({3});  // the server holds unit 3 before it is handed unit 1
-    }
+    sync.gradient_ready(3, g[3]);  // unit 3 is scheduled alone, so rank 1's server is handed it before unit 1
+    gate.wait_pushed({3});
+    if (r == 1) gate.wait_polled({3});
     for (std::size_t l = 3; l-- > 0;) sync.gradient_ready(l, g[l]);
     sync.finish_iteration();
     sync.wait_all();
@@ -263,4 +264,29 @@ TEST_CASE("the parameter server broadcasts the more urgent of two completed unit
   });
   REQUIRE(sums_ok == std::vector<int>{1, 1});  // int: vector<bool> packs bits, so ranks writing it race
   REQUIRE(shared.broadcasts == std::vector<transport::Tag>{1, 3});
+}
+
+TEST_CASE("rank 0 schedules only units ready on every rank: a slower rank's ready units are not held up") {
+  // Rank 1 hands over only the last layer and waits for it. Were rank 0 to choose among its own
+  // ready units, ForwardOrder would put layer 0 first and rank 1 would wait for it forever.
+  const auto waited = testing::run_ranks<int>(2, [](int r, transport::Transport& t) {
+    GatedTransport gated(t);
+    Sync<priority::ForwardOrder> sync(gated, kLayout, Options{.inflight_units = 1, .timeout = 5s},
+                                      {.slicing = {.max_elements = 1000}});
+    std::vector<std::vector<float>> g(kLayout.num_layers(), std::vector<float>(3000, 1.0f + r));
+    const std::size_t last = kLayout.num_layers() - 1;
+    int ok = 0;
+    if (r == 0) {
+      for (std::size_t l = g.size(); l-- > 0;) sync.gradient_ready(l, g[l]);
+    } else {
+      sync.gradient_ready(last, g[last]);
+      sync.wait_for(last);
+      ok = g[last] == std::vector<float>(3000, 1.5f);
+      for (std::size_t l = last; l-- > 0;) sync.gradient_ready(l, g[l]);
+    }
+    sync.finish_iteration();
+    sync.wait_all();
+    return r == 0 || ok;
+  });
+  REQUIRE(waited == std::vector<int>{1, 1});
 }

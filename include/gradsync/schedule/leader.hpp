@@ -1,16 +1,22 @@
 #pragma once
 /// Leader: rank 0's ordering protocol and its credit window. There is no thread of its own: an
 /// executor that is free asks next() for its next unit. On rank 0 it waits for room in the window,
-/// takes the most urgent ready unit from the priority lanes and tells every rank to run it next; on
+/// takes the most urgent unit that is ready on every rank and tells every rank to run it next; on
 /// the other ranks it receives that decision. One executor chooses at a time, so every rank runs
 /// the decisions in the same order: collectives that need every rank at once (ring) cannot
 /// deadlock however differently the ranks' backward passes are timed, and a more urgent unit
 /// overtakes everything still queued at the next unit boundary (P3). Choosing on the executor
 /// that will run the unit saves a thread hand-off (a wake-up) per unit on every rank.
 ///
+/// Ready on every rank, not on rank 0 alone: the other ranks report each layer's newly ready units
+/// to rank 0 (one small message per gradient_ready). A unit chosen because it is ready on rank 0
+/// only makes every other rank's executor wait for its own backward pass while units ready
+/// everywhere queue behind it, and the link idles meanwhile (Horovod's coordinator agrees on
+/// readiness the same way).
+///
 /// \code
 ///   schedule::Leader leader(transport, control, options, lane_capacities, table);
-///   leader.ready(u, key);                        // unit u became ready on this rank
+///   leader.ready(units, iteration, key);         // these units became ready on this rank
 ///   std::uint64_t seq;
 ///   while (auto d = leader.next(seq)) run(*d);   // each executor thread; nothing once stopping
 ///   leader.finished(u);                          // its collective is done: frees its credit
@@ -19,15 +25,19 @@
 ///
 /// The window (Options::credit_bytes, Options::inflight_units) bounds what is on the wire at once
 /// so a late, urgent unit waits for little; a unit larger than the credit still goes, alone.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
 #include <vector>
 
 #include "../core/options.hpp"
+#include "../detail/backoff.hpp"
 #include "../transport/transport.hpp"
 #include "control.hpp"
 #include "lanes.hpp"
@@ -80,12 +90,28 @@ class Leader {
   Leader(transport::Transport& t, Control& control, const Options& options, const std::vector<std::size_t>& lanes,
          const UnitTable& table)
       : t_(t), control_(control), table_(table), lanes_(lanes),
-        window_(control, options.credit_bytes, options.inflight_units) {}
+        window_(control, options.credit_bytes, options.inflight_units),
+        arrived_(std::make_unique<std::atomic<int>[]>(table.size())),
+        key_(std::make_unique<std::atomic<std::uint32_t>[]>(table.size())),
+        reported_(std::make_unique<std::atomic<std::int64_t>[]>(table.size() * followers())),
+        report_(2 + table.size()) {
+    for (std::size_t i = 0; i < table.size() * followers(); ++i) reported_[i].store(-1);
+  }
 
-  /// Unit u is ready on this rank with priority `key` (the caller's thread; never blocks).
-  void ready(std::uint32_t u, std::uint32_t key) {
-    if (leads()) lanes_.push(key, u);
-    else control_.notify();  // an executor may be waiting for it
+  /// `units` became ready on this rank in `iteration`; key(u) is unit u's priority now. Called on
+  /// the caller's thread; never waits for a peer.
+  template <class Key>
+  void ready(std::span<const std::uint32_t> units, std::int64_t iteration, Key&& key) {
+    if (units.empty()) return;
+    if (leads()) {
+      for (std::uint32_t u : units) {
+        key_[u].store(key(u));
+        arrive(u);
+      }
+      return;
+    }
+    report_message(units, iteration);
+    control_.notify();  // an executor may be waiting for one of them
   }
   /// Unit u's collective finished on this rank.
   void finished(std::uint32_t u) {
@@ -104,17 +130,84 @@ class Leader {
   /// Wakes a chooser waiting for a ready unit after Control::stop().
   void stop() { lanes_.wake(); }
 
+  /// The rank this one has waited for at least `at_least` to go on choosing, or -1: what a
+  /// timed-out rank is stuck on while its executors wait here. On rank 0, the rank that has not
+  /// reported a unit ready on rank 0 (the longest waited for); elsewhere rank 0, whose decision
+  /// has not come.
+  int waiting_for(std::chrono::milliseconds at_least) const {
+    const auto now = UnitTable::clock::now();
+    if (!leads()) return now - receiving_since_.load() >= at_least ? 0 : -1;
+    int peer = -1;
+    auto oldest = now - at_least;
+    for (std::uint32_t u = 0; u < table_.size(); ++u) {
+      const std::int64_t it = table_.ready_iteration(u);
+      if (it < 0 || table_.ready_at(u) > oldest) continue;
+      for (int r = 1; r < t_.size(); ++r)
+        if (reported(r, u).load() < it) {
+          peer = r;
+          oldest = table_.ready_at(u);
+          break;
+        }
+    }
+    return peer;
+  }
+
  private:
   bool leads() const { return t_.rank() == 0; }
+  std::size_t followers() const { return static_cast<std::size_t>(t_.size() - 1); }
   std::size_t bytes(std::uint32_t u) const { return table_.unit(u).elements * sizeof(float); }
+  std::atomic<std::int64_t>& reported(int rank, std::uint32_t u) const {
+    return reported_[static_cast<std::size_t>(rank - 1) * table_.size() + u];
+  }
 
-  // Rank 0: as late as possible, once the window has room, the most urgent ready unit.
+  // Rank 0: one rank more has unit u ready; queued once every rank has. A rank's next iteration
+  // of u cannot arrive before this one is complete: it needs u of this iteration aggregated.
+  void arrive(std::uint32_t u) {
+    if (arrived_[u].fetch_add(1) + 1 < t_.size()) return;
+    arrived_[u].fetch_sub(t_.size());
+    lanes_.push(key_[u].load(), u);
+  }
+
+  // A follower: one message [iteration (2 words), units...] to rank 0.
+  void report_message(std::span<const std::uint32_t> units, std::int64_t iteration) {
+    std::vector<std::uint32_t> msg(2 + units.size());
+    std::memcpy(msg.data(), &iteration, sizeof iteration);
+    std::ranges::copy(units, msg.begin() + 2);
+    t_.send(0, transport::ready_tag, std::as_bytes(std::span(msg)));
+  }
+
+  // Rank 0, while choosing: takes in every report that has come (then the choice sees them all).
+  void take_reports() {
+    for (int r = 1; r < t_.size(); ++r)
+      while (const auto got = t_.try_recv(r, transport::ready_tag, std::as_writable_bytes(std::span(report_)))) {
+        const std::size_t words = *got / sizeof(std::uint32_t);
+        std::int64_t iteration = -1;
+        if (*got % sizeof(std::uint32_t) == 0 && words >= 2) std::memcpy(&iteration, report_.data(), sizeof iteration);
+        if (iteration < 0) throw malformed_report(r, "of " + std::to_string(*got) + " bytes");
+        for (std::uint32_t u : std::span(report_).subspan(2, words - 2)) {
+          if (u >= table_.size() || reported(r, u).load() >= iteration)
+            throw malformed_report(r, "of unit " + std::to_string(u) + " in iteration " + std::to_string(iteration));
+          reported(r, u).store(iteration);
+          arrive(u);
+        }
+      }
+  }
+  PeerError malformed_report(int rank, const std::string& what) const {
+    return PeerError("gradsync: " + t_.describe() + " got a malformed readiness report " + what + " from rank " +
+                     std::to_string(rank) + ": the ranks run different gradsync builds, or a message was corrupted");
+  }
+
+  // Rank 0: as late as possible, once the window has room, the most urgent unit ready everywhere.
   std::optional<Decision> decide() {
+    detail::Backoff backoff;
     while (window_.wait_for_room()) {
       const std::uint64_t seen = lanes_.pushes();
+      take_reports();
       const auto u = lanes_.try_pop();
       if (!u) {
-        if (!control_.stopping()) lanes_.wait_for_push(seen);
+        if (control_.stopping()) continue;
+        if (t_.size() == 1) lanes_.wait_for_push(seen);
+        else backoff.pause();  // reports come over the transport: poll it
         continue;
       }
       if (!window_.take(bytes(*u))) return std::nullopt;
@@ -127,6 +220,11 @@ class Leader {
 
   // The other ranks: rank 0's next decision.
   std::optional<Decision> receive() {
+    receiving_since_.store(UnitTable::clock::now());
+    const auto received = [&](std::optional<Decision> d) {
+      receiving_since_.store(never);
+      return d;
+    };
     while (!control_.stopping()) {
       Decision d;
       const auto got = t_.recv_for(0, transport::schedule_tag, std::as_writable_bytes(std::span(&d, 1)),
@@ -134,9 +232,9 @@ class Leader {
       if (!got) continue;
       if (*got != sizeof d || d.unit >= table_.size())
         throw PeerError("gradsync: " + t_.describe() + " got a malformed schedule message from rank 0");
-      return d;
+      return received(d);
     }
-    return std::nullopt;
+    return received(std::nullopt);
   }
 
   transport::Transport& t_;
@@ -145,6 +243,15 @@ class Leader {
   PriorityLanes lanes_;
   CreditWindow window_;
   std::atomic<float> loss_ratio_{1.0f};
+  // Rank 0's view of readiness: per unit, how many ranks have it ready in its current iteration
+  // and its key, and per follower and unit the latest iteration reported.
+  std::unique_ptr<std::atomic<int>[]> arrived_;
+  std::unique_ptr<std::atomic<std::uint32_t>[]> key_;
+  std::unique_ptr<std::atomic<std::int64_t>[]> reported_;
+  std::vector<std::uint32_t> report_;  // a report being read (the chooser's)
+  // A follower: since when its chooser has waited for rank 0's decision (never: not waiting).
+  static constexpr auto never = UnitTable::clock::time_point::max();
+  std::atomic<UnitTable::clock::time_point> receiving_since_{never};
   std::mutex choosing_;        // one executor chooses at a time: every rank runs rank 0's order
   std::uint64_t decided_ = 0;  // decisions taken so far (guarded by choosing_)
 };

@@ -33,8 +33,6 @@
 
 namespace gradsync::transport {
 
-inline constexpr Tag udp_address_tag = reserved_tags + 4;
-
 class BestEffort {
  public:
   struct Received {

@@ -74,9 +74,9 @@ class Mpi final : public Transport {
     int found = 0;
     MPI_Comm_get_attr(p2p_, MPI_TAG_UB, &ub, &found);
     tag_ub_ = found ? static_cast<Tag>(*static_cast<int*>(ub)) : 32767u;
-    if (tag_ub_ < schedule_tag)
+    if (tag_ub_ < last_reserved_tag)
       throw UsageError("gradsync: this MPI allows tags up to " + std::to_string(tag_ub_) + " but gradsync needs " +
-                       std::to_string(schedule_tag) + "; use an MPI with 31-bit tags (Open MPI, MPICH)");
+                       std::to_string(last_reserved_tag) + "; use an MPI with 31-bit tags (Open MPI, MPICH)");
   }
   Mpi(const Mpi&) = delete;
   Mpi& operator=(const Mpi&) = delete;

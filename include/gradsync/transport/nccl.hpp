@@ -32,8 +32,6 @@
 
 namespace gradsync::transport {
 
-inline constexpr Tag nccl_bootstrap_tag = reserved_tags + 3;
-
 namespace detail {
 inline void nccl_check(ncclResult_t rc, const std::string& what) {
   if (rc != ncclSuccess) throw PeerError("gradsync: " + what + " failed: " + ncclGetErrorString(rc));

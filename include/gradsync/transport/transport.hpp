@@ -20,6 +20,10 @@ inline constexpr Tag reserved_tags = 0x7fff0000u;
 inline constexpr Tag handshake_tag = reserved_tags + 1;
 inline constexpr Tag schedule_tag = reserved_tags + 2;
 inline constexpr Tag abort_tag = reserved_tags + 3;  ///< a failing rank's message to every peer
+inline constexpr Tag udp_address_tag = reserved_tags + 4;  ///< BestEffort's exchange of UDP addresses
+inline constexpr Tag ready_tag = reserved_tags + 5;        ///< units ready on a rank, reported to rank 0
+inline constexpr Tag nccl_bootstrap_tag = reserved_tags + 6;  ///< rank 0's NCCL unique id
+inline constexpr Tag last_reserved_tag = nccl_bootstrap_tag;  ///< a transport must carry tags up to this
 
 class Transport {
  public:
