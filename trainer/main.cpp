@@ -10,6 +10,7 @@
 
 #include <optional>
 
+#include <gradsync/sim/models.hpp>
 #include <gradsync/transport/throttled.hpp>
 #if defined(GRADSYNC_WITH_MPI)
 #include <gradsync/transport/mpi.hpp>
@@ -18,6 +19,8 @@
 
 #include "gradsync/trainer/library_sync.hpp"
 #include "gradsync/trainer/trainer.hpp"
+#include "gradsync/trainer/tune.hpp"
+#include "profile_json.hpp"
 
 using namespace gradsync::trainer;
 
@@ -105,13 +108,29 @@ nlohmann::json metrics_json(const TrainConfig& c, const Policies& pol, const Tra
             {"rank0_blocks_dropped", st.blocks_dropped}, {"rank0_datagrams_rejected", st.datagrams_rejected}}}};
 }
 
+/// --tune's model profile: a measured one (--tune-profile, written by --profile), else the
+/// simulator's estimate for the model when it has one.
+gradsync::sim::Profile tune_profile(const std::string& path, const TrainConfig& c) {
+  if (!path.empty()) return gradsync::sim::read_profile(path);
+  gradsync::sim::Estimate e;
+  e.batch = c.batch;
+  e.classes = c.model.classes;
+  if (c.model.input.size() == 3) std::ranges::copy(c.model.input, e.input.begin());
+  const std::string_view builtin = gradsync::sim::builtin_profiles;
+  if (c.model.width != 1 || builtin.find(c.model.name) == std::string_view::npos)
+    throw gradsync::ConfigError("--tune has no built-in profile of " + c.model.name + (c.model.width != 1 ? " at this --width" : "") +
+                                ": write one with --profile FILE (a short run), then give --tune-profile FILE");
+  return gradsync::sim::builtin_profile(c.model.name, e);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   TrainConfig c = defaults();
   Policies pol;
-  std::string input, metrics, trace_path, bandwidth, profile_path;
-  bool quiet = false, no_eval = false;
+  std::string input, metrics, trace_path, bandwidth, profile_path, tune_profile_path;
+  bool quiet = false, no_eval = false, tune = false;
+  std::vector<std::string> tune_collectives{"ring"};
   unsigned inflight = 0;
   double credit_mb = 0;
   double timeout_s = 600;
@@ -168,6 +187,13 @@ int main(int argc, char** argv) {
   app.add_option("--profile", profile_path,
                  "Write rank 0's per-layer compute times (medians after 2 warm-up iterations) and tensor sizes: "
                  "a gradsync-sim profile (tools/sim/README.md)");
+  app.add_flag("--tune", tune,
+               "Choose --slicing, --inflight, --credit and --collective with gradsync's simulator, for the link "
+               "measured between ranks 0 and 1 at start (tools/sim/README.md)");
+  app.add_option("--tune-profile", tune_profile_path, "--tune: the model profile to simulate (written by --profile)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--tune-collectives", tune_collectives, "--tune: the collectives it may choose")
+      ->delimiter(',')->capture_default_str();
   app.add_option("--bandwidth", bandwidth, "Emulate links of this speed per rank pair: 1gbit, 10gbit+50us, 1gbit/nic ...");
   app.add_option("--checkpoint", c.checkpoint, "Checkpoint file (written each epoch and at the end)");
   app.add_option("--checkpoint-every", c.checkpoint_every, "Also checkpoint every N iterations");
@@ -224,8 +250,8 @@ int main(int argc, char** argv) {
                    c.model.name.c_str(), c.model.width, c.dataset.c_str(), c.world ? c.world : c.ranks, c.world ? " (MPI)" : "", c.batch, c.threads,
                    pol.sync.c_str());
       if (pol.sync == "library")
-        std::fprintf(stderr, " (%s, %s, %s, %s)", pol.slicing.c_str(), pol.priority.c_str(), pol.codec.c_str(),
-                     pol.collective.c_str());
+        std::fprintf(stderr, " (%s, %s, %s, %s)", tune ? "tuned" : pol.slicing.c_str(), pol.priority.c_str(),
+                     pol.codec.c_str(), tune ? "tuned" : pol.collective.c_str());
       std::fprintf(stderr, "\n");
     }
     std::vector<std::unique_ptr<gradsync::transport::Throttled<>>> links;
@@ -238,6 +264,7 @@ int main(int argc, char** argv) {
     LayerProfiler profiler;
     if (!profile_path.empty()) c.profiler = &profiler;
     gradsync::Statistics rank0_stats;
+    std::optional<Tuning> tuned;  // rank 0's --tune choice
     SyncFactory factory;  // empty: the trainer's exact local all-reduce (or nothing, for one rank)
     if (pol.sync == "library") {
       gradsync::Options opt;
@@ -257,8 +284,38 @@ int main(int argc, char** argv) {
       const auto policies =
           gradsync::AnySynchronizer::parse({pol.slicing, pol.priority, pol.codec, pol.collective});
       gradsync::collective::check_accepts(policies.collective, policies.codec);
-      factory = [&, opt, policies](std::size_t r, const Model& model) -> std::unique_ptr<GradientSync> {
+      gradsync::sim::TuneSpace space{.collectives = tune_collectives, .priority = pol.priority, .codec = pol.codec};
+      std::optional<gradsync::sim::Profile> profile;
+      if (tune) {
+        for (const char* chosen : {"--slicing", "--collective", "--inflight", "--credit"})
+          if (app.count(chosen))
+            throw gradsync::ConfigError(std::string("--tune chooses ") + chosen +
+                                        ": drop it (limit the collectives with --tune-collectives)");
+        for (const std::string& coll : tune_collectives)
+          gradsync::collective::check_accepts(
+              gradsync::AnySynchronizer::parse({pol.slicing, pol.priority, pol.codec, coll}).collective, policies.codec);
+        profile = tune_profile(tune_profile_path, c);
+      } else if (!tune_profile_path.empty() || app.count("--tune-collectives")) {
+        throw gradsync::ConfigError("--tune-profile and --tune-collectives go with --tune");
+      }
+      factory = [&, opt, policies, space, profile](std::size_t r, const Model& model) -> std::unique_ptr<GradientSync> {
         gradsync::Options o = opt;
+        auto chosen = policies;
+        if (profile) {  // every rank at once: rank 0 measures the link with rank 1, tunes, and tells
+          const auto t = tune_on_link(*transports.at(r - c.first_rank), *profile, space);
+          o.inflight_units = t.chosen.inflight_units;
+          o.credit_bytes = t.chosen.credit_bytes;
+          chosen = gradsync::AnySynchronizer::parse({t.chosen.slicing, pol.priority, pol.codec, t.chosen.collective});
+          if (r == 0) {
+            std::fprintf(stderr,
+                         "gradsync-train: --tune: link %.3g Gbit/s, %.0f us measured; chose --slicing %s --collective %s "
+                         "--inflight %zu --credit %zu (simulated %.3f s/iteration, P3's default %.3f s; %.2f s)\n",
+                         t.link.bytes_per_second * 8 / 1e9, t.link.latency_seconds * 1e6, t.chosen.slicing.c_str(),
+                         t.chosen.collective.c_str(), t.chosen.inflight_units, t.chosen.credit_bytes >> 20,
+                         t.chosen.iteration_seconds, t.default_seconds, t.wall_seconds);
+            tuned = t;
+          }
+        }
         if (c.trace)
           o.on_unit = [&trace, r](const gradsync::UnitEvent& e) {
             std::string name = "unit " + std::to_string(e.unit);
@@ -269,15 +326,20 @@ int main(int argc, char** argv) {
             trace.span(name, r, Trace::wire, e.started, e.finished);
           };
         return std::make_unique<SynchronizerHook<gradsync::AnySynchronizer>>(
-            *transports.at(r - c.first_rank), model, o, policies, r == 0 ? &rank0_stats : nullptr);
+            *transports.at(r - c.first_rank), model, o, chosen, r == 0 ? &rank0_stats : nullptr);
       };
-    } else if (!bandwidth.empty()) {
-      throw gradsync::ConfigError("--bandwidth emulates the library's links: use it with --sync library");
+    } else if (!bandwidth.empty() || tune) {
+      throw gradsync::ConfigError(std::string(tune ? "--tune" : "--bandwidth") +
+                                  " works on the library's synchronizer: use it with --sync library");
     }
     const TrainResult r = train(c, factory);
     if (!trace_path.empty()) trace.write(c.first_rank == 0 ? trace_path : trace_path + ".rank" + std::to_string(c.first_rank));
     if (c.first_rank != 0) return 0;  // rank 0 of an MPI job reports
     if (!profile_path.empty()) profiler.write(profile_path, c.model.name);
+    if (tuned) {
+      pol.slicing = tuned->chosen.slicing;
+      pol.collective = tuned->chosen.collective;
+    }
     std::printf("test accuracy %.4f  test loss %.4f  %.0f images/s  %zu iterations in %.1f s  (%zu parameters)\n",
                 r.test_accuracy, r.test_loss, r.images_per_second, r.iterations, r.seconds, r.parameters);
     if (c.precision == "mixed")
@@ -294,7 +356,15 @@ int main(int argc, char** argv) {
                   (unsigned long long)st.blocks_dropped, (unsigned long long)st.datagrams_rejected);
     if (!metrics.empty()) {
       std::ofstream out(metrics);
-      out << metrics_json(c, pol, r, rank0_stats).dump(2) << "\n";
+      auto j = metrics_json(c, pol, r, rank0_stats);
+      if (tuned)
+        j["tune"] = {{"link_bytes_per_second", tuned->link.bytes_per_second},
+                     {"link_latency_seconds", tuned->link.latency_seconds}, {"slicing", tuned->chosen.slicing},
+                     {"collective", tuned->chosen.collective}, {"inflight_units", tuned->chosen.inflight_units},
+                     {"credit_bytes", tuned->chosen.credit_bytes},
+                     {"simulated_iteration_seconds", tuned->chosen.iteration_seconds},
+                     {"simulated_default_seconds", tuned->default_seconds}, {"wall_seconds", tuned->wall_seconds}};
+      out << j.dump(2) << "\n";
       if (!out) throw std::runtime_error(metrics + ": cannot write metrics");
     }
   } catch (const std::exception& e) {

@@ -9,6 +9,7 @@
 #include <gradsync/priority/any.hpp>
 #include <gradsync/sim/models.hpp>
 #include <gradsync/sim/simulator.hpp>
+#include <gradsync/sim/tuner.hpp>
 #include <gradsync/slicing/any.hpp>
 
 #include "sim_json.hpp"
@@ -37,6 +38,39 @@ std::string seconds_text(double s) {
   return buf;
 }
 
+/// --tune: the ranking's head, P3's default setting for comparison, and every setting as JSON.
+int print_tuning(const sim::Profile& profile, const sim::Network& net, const sim::TuneSpace& space,
+                 const std::string& json_path) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto ranked = sim::tune(profile, net, space);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto is_default = [](const sim::Setting& s) {
+    return s.slicing == "fixed:40000" && s.collective == "ring" && s.inflight_units == gradsync::Options{}.inflight_units &&
+           s.credit_bytes == gradsync::Options{}.credit_bytes;
+  };
+  const auto p3 = std::ranges::find_if(ranked, is_default);
+  std::printf("%s x%d ranks, %s %s, %.4g Gbit/s: %zu settings simulated in %.3f s\n", profile.name.c_str(), net.ranks,
+              space.priority.c_str(), space.codec.c_str(), net.bytes_per_second * 8 / 1e9, ranked.size(), wall);
+  for (std::size_t i = 0; i < ranked.size(); ++i) {
+    const sim::Setting& s = ranked[i];
+    if (i >= 5 && &s != &*p3) continue;
+    std::printf("%3zu. --slicing %s --collective %s --inflight %zu --credit %zu: %s/iteration%s\n", i + 1,
+                s.slicing.c_str(), s.collective.c_str(), s.inflight_units, s.credit_bytes >> 20,
+                seconds_text(s.iteration_seconds).c_str(), &s == &*p3 ? " (P3's default)" : "");
+  }
+  if (!json_path.empty()) {
+    nlohmann::json settings = nlohmann::json::array();
+    for (const sim::Setting& s : ranked)
+      settings.push_back({{"slicing", s.slicing}, {"collective", s.collective}, {"inflight_units", s.inflight_units},
+                          {"credit_bytes", s.credit_bytes}, {"iteration_seconds", s.iteration_seconds}});
+    sim::write_json({{"model", profile.name}, {"ranks", net.ranks}, {"bytes_per_second", net.bytes_per_second},
+                     {"priority", space.priority}, {"codec", space.codec}, {"tuning_wall_seconds", wall},
+                     {"settings", settings}},
+                    json_path);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -49,7 +83,8 @@ int main(int argc, char** argv) {
   int ranks = 16, groups = 0, servers = 0;
   std::size_t inflight = 0, iterations = 10;
   double credit_mb = 0, encode_gbps = -1, decode_gbps = -1, sum_gbps = -1;
-  bool no_events = false;
+  bool no_events = false, tune = false;
+  std::vector<std::string> tune_collectives{"ring"};
 
   auto* model_opt = app.add_option("--model", model, "Built-in profile: " + std::string(sim::builtin_profiles))
                         ->capture_default_str();
@@ -91,6 +126,11 @@ int main(int argc, char** argv) {
   app.add_option("--trace", trace_path, "Write a Chrome trace of the simulated timeline (open in Perfetto)");
   app.add_option("--write-profile", write_profile, "Write the profile used as JSON (a start for your own)");
   app.add_flag("--no-events", no_events, "Keep only times and utilization (faster, smaller --json)");
+  app.add_flag("--tune", tune,
+               "Choose --slicing, --inflight, --credit and --collective: simulate a grid of them and print the "
+               "fastest (with --json, every setting ranked)");
+  app.add_option("--tune-collectives", tune_collectives, "--tune: the collectives it may choose")
+      ->delimiter(',')->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -136,6 +176,14 @@ int main(int argc, char** argv) {
     if (credit_mb > 0) opt.credit_bytes = static_cast<std::size_t>(credit_mb * 1024 * 1024);
 
     if (!write_profile.empty()) sim::write_json(sim::profile_json(profile), write_profile, 1);
+    if (tune) {
+      for (const char* chosen : {"--slicing", "--inflight", "--credit", "--collective"})
+        if (app.count(chosen))
+          throw gradsync::ConfigError(std::string("--tune chooses ") + chosen +
+                                      ": drop it (limit the collectives with --tune-collectives)");
+      return print_tuning(profile, net, {.collectives = tune_collectives, .priority = priority, .codec = codec},
+                          json_path);
+    }
     const auto slicing_policy = gradsync::slicing::AnySlicing::parse(slicing);
     const auto priority_policy = gradsync::priority::AnyPriority::parse(priority);
     const auto t0 = std::chrono::steady_clock::now();

@@ -1,0 +1,81 @@
+#pragma once
+/// tune(): the auto-tuner. It simulates every setting of a small grid - how layers are sliced, the
+/// credit window (units and MiB in flight) and the collectives the caller allows - on a model
+/// profile and a network, and ranks the settings by simulated steady iteration time. Unlike
+/// ByteScheduler's search by repeated trial, no setting is tried on the real job; unlike Horovod's
+/// autotuner, every knob that the credit window and the slicing share is tuned together.
+///
+/// Deterministic: the same profile, network and space give the same ranking, so ranks that tune
+/// from the same inputs choose alike. Ties (within TuneSpace::tie) go to the setting listed
+/// first in the grid: fewer, larger units and a smaller window, which cost least when the model
+/// is off.
+///
+/// \code
+///   namespace sim = gradsync::sim;
+///   const auto ranked = sim::tune(profile, sim::Network::from(gradsync::Link::parse("1gbit"), 2), {});
+///   ranked.front().slicing;  // e.g. "fixed:160000"
+/// \endcode
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "../priority/any.hpp"
+#include "../slicing/any.hpp"
+#include "simulator.hpp"
+
+namespace gradsync::sim {
+
+/// One setting of the grid and its simulated iteration time.
+struct Setting {
+  std::string slicing, collective;
+  std::size_t inflight_units = 0, credit_bytes = 0;
+  double iteration_seconds = 0;
+};
+
+/// What tune() searches. The defaults cover P3's default (fixed:40000, 4 MiB) and both sides of it.
+struct TuneSpace {
+  std::vector<std::string> slicings{"whole",         "fixed:640000", "fixed:320000", "fixed:160000",
+                                    "fixed:80000",   "fixed:40000",  "fixed:20000",  "fixed:10000"};
+  std::vector<std::string> collectives{"ring"};
+  std::vector<std::size_t> inflight_units{1, 2, 4};
+  std::vector<std::size_t> credit_mib{1, 2, 4, 8, 16};
+  std::string priority = "forward", codec = "fp32";
+  /// Iterations simulated per setting (the first, which starts without waiting, is not counted).
+  std::size_t iterations = 4;
+  /// Relative difference under which two settings count as equally fast.
+  double tie = 0.005;
+};
+
+/// Every setting of `space`, fastest first.
+inline std::vector<Setting> tune(const Profile& profile, const Network& net, const TuneSpace& space) {
+  if (space.slicings.empty() || space.collectives.empty() || space.inflight_units.empty() || space.credit_mib.empty())
+    throw ConfigError("gradsync: the tuner needs at least one slicing, collective, inflight and credit value");
+  const auto priority = priority::AnyPriority::parse(space.priority);
+  const CodecModel codec = CodecModel::parse(space.codec);
+  std::vector<Setting> grid;
+  for (const std::string& s : space.slicings) {
+    const auto slicing = slicing::AnySlicing::parse(s);
+    for (const std::string& c : space.collectives) {
+      const CollectiveModel collective = CollectiveModel::parse(c);
+      for (std::size_t inflight : space.inflight_units)
+        for (std::size_t mib : space.credit_mib) {
+          const Options opt{.iterations = space.iterations + 1, .inflight_units = inflight,
+                            .credit_bytes = mib << 20, .record = false};
+          const Result r = simulate(profile, slicing, priority, codec, collective, net, opt);
+          grid.push_back({s, c, inflight, opt.credit_bytes, r.steady_iteration_seconds()});
+        }
+    }
+  }
+  // The fastest; among settings within `tie` of a faster one, the grid's order decides.
+  std::vector<Setting> ranked;
+  while (!grid.empty()) {
+    const double best = std::ranges::min_element(grid, {}, &Setting::iteration_seconds)->iteration_seconds;
+    const auto first = std::ranges::find_if(grid, [&](const Setting& s) { return s.iteration_seconds <= best * (1 + space.tie); });
+    ranked.push_back(*first);
+    grid.erase(first);
+  }
+  return ranked;
+}
+
+}  // namespace gradsync::sim
