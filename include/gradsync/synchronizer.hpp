@@ -30,6 +30,7 @@
 /// \tparam Codec       how a unit is put on the wire (codec::Identity, Qsgd<8>, ...)
 /// \tparam Collective  how a unit is aggregated (collective::Ring, ParameterServer, ...)
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -135,9 +136,18 @@ class Synchronizer {
                        layout_.layer(layer).name + "') in iteration " + std::to_string(iter) +
                        "; call finish_iteration() after each backward pass");
     wait_layer(layer, "gradient_ready");  // the previous iteration may still be using the span
-    std::vector<std::uint32_t> ready;
-    table_.hand_over(layer, grad, iter, [&](std::uint32_t u) { ready.push_back(u); });
-    leader_.ready(ready, iter, [&](std::uint32_t u) { return priority::key_of(p_.priority, u, table_.unit(u)); });
+    std::array<std::uint32_t, schedule::Leader::report_units> ready;  // batches of them: no allocation
+    std::size_t n = 0;
+    const auto report = [&] {
+      leader_.ready(std::span(ready).first(n), iter,
+                    [&](std::uint32_t u) { return priority::key_of(p_.priority, u, table_.unit(u)); });
+      n = 0;
+    };
+    table_.hand_over(layer, grad, iter, [&](std::uint32_t u) {
+      ready[n++] = u;
+      if (n == ready.size()) report();
+    });
+    report();
   }
 
   /// Blocks until the aggregate of layer `layer`'s latest gradient is in its span (returns at once

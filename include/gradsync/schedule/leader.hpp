@@ -26,6 +26,7 @@
 /// The window (Options::credit_bytes, Options::inflight_units) bounds what is on the wire at once
 /// so a late, urgent unit waits for little; a unit larger than the credit still goes, alone.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -87,6 +88,9 @@ class CreditWindow {
 
 class Leader {
  public:
+  /// Units per readiness message (a caller may batch this many per ready()).
+  static constexpr std::size_t report_units = 64;
+
   Leader(transport::Transport& t, Control& control, const Options& options, const std::vector<std::size_t>& lanes,
          const UnitTable& table)
       : t_(t), control_(control), table_(table), lanes_(lanes),
@@ -168,12 +172,15 @@ class Leader {
     lanes_.push(key_[u].load(), u);
   }
 
-  // A follower: one message [iteration (2 words), units...] to rank 0.
+  // A follower: messages [iteration (2 words), up to report_units units] to rank 0 (no allocation).
   void report_message(std::span<const std::uint32_t> units, std::int64_t iteration) {
-    std::vector<std::uint32_t> msg(2 + units.size());
+    std::array<std::uint32_t, 2 + report_units> msg;
     std::memcpy(msg.data(), &iteration, sizeof iteration);
-    std::ranges::copy(units, msg.begin() + 2);
-    t_.send(0, transport::ready_tag, std::as_bytes(std::span(msg)));
+    for (std::size_t at = 0; at < units.size(); at += report_units) {
+      const auto part = units.subspan(at, std::min(report_units, units.size() - at));
+      std::ranges::copy(part, msg.begin() + 2);
+      t_.send(0, transport::ready_tag, std::as_bytes(std::span(msg).first(2 + part.size())));
+    }
   }
 
   // Rank 0, while choosing: takes in every report that has come (then the choice sees them all).
