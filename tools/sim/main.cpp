@@ -44,19 +44,15 @@ int print_tuning(const sim::Profile& profile, const sim::Network& net, const sim
   const auto t0 = std::chrono::steady_clock::now();
   const auto ranked = sim::tune(profile, net, space);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const auto is_default = [](const sim::Setting& s) {
-    return s.slicing == "fixed:40000" && s.collective == "ring" && s.inflight_units == gradsync::Options{}.inflight_units &&
-           s.credit_bytes == gradsync::Options{}.credit_bytes;
-  };
-  const auto p3 = std::ranges::find_if(ranked, is_default);
+  const sim::Setting* p3 = sim::p3_default(ranked);
   std::printf("%s x%d ranks, %s %s, %.4g Gbit/s: %zu settings simulated in %.3f s\n", profile.name.c_str(), net.ranks,
               space.priority.c_str(), space.codec.c_str(), net.bytes_per_second * 8 / 1e9, ranked.size(), wall);
   for (std::size_t i = 0; i < ranked.size(); ++i) {
     const sim::Setting& s = ranked[i];
-    if (i >= 5 && &s != &*p3) continue;
+    if (i >= 5 && &s != p3) continue;
     std::printf("%3zu. --slicing %s --collective %s --inflight %zu --credit %zu: %s/iteration%s\n", i + 1,
                 s.slicing.c_str(), s.collective.c_str(), s.inflight_units, s.credit_bytes >> 20,
-                seconds_text(s.iteration_seconds).c_str(), &s == &*p3 ? " (P3's default)" : "");
+                seconds_text(s.iteration_seconds).c_str(), &s == p3 ? " (P3's default)" : "");
   }
   if (!json_path.empty()) {
     nlohmann::json settings = nlohmann::json::array();

@@ -71,15 +71,13 @@ Tuning tune_on_link(transport::Transport& t, const sim::Profile& profile, const 
     net.bytes_per_second = t.size() > 1 ? tuning.link.bytes_per_second : 1e300;
     net.latency_seconds = tuning.link.latency_seconds;
     const auto ranked = sim::tune(profile, net, space);
-    const auto p3 = std::ranges::find_if(ranked, [](const sim::Setting& s) {
-      return s.slicing == "fixed:40000" && s.inflight_units == Options{}.inflight_units && s.credit_bytes == Options{}.credit_bytes;
-    });
+    const sim::Setting* p3 = sim::p3_default(ranked);
     copy_name(m.slicing, ranked.front().slicing);
     copy_name(m.collective, ranked.front().collective);
     m.inflight_units = ranked.front().inflight_units;
     m.credit_bytes = ranked.front().credit_bytes;
     m.seconds = ranked.front().iteration_seconds;
-    m.default_seconds = p3 == ranked.end() ? 0 : p3->iteration_seconds;
+    m.default_seconds = p3 ? p3->iteration_seconds : 0;
     m.bytes_per_second = tuning.link.bytes_per_second;
     m.latency_seconds = tuning.link.latency_seconds;
     m.wall_seconds = seconds_since(t0);

@@ -88,7 +88,7 @@ class CreditWindow {
 
 class Leader {
  public:
-  /// Units per readiness message (a caller may batch this many per ready()).
+  /// Units per ready() call, and per readiness message.
   static constexpr std::size_t report_units = 64;
 
   Leader(transport::Transport& t, Control& control, const Options& options, const std::vector<std::size_t>& lanes,
@@ -102,10 +102,11 @@ class Leader {
     for (std::size_t i = 0; i < table.size() * followers(); ++i) reported_[i].store(-1);
   }
 
-  /// `units` became ready on this rank in `iteration`; key(u) is unit u's priority now. Called on
-  /// the caller's thread; never waits for a peer.
+  /// `units` (at most report_units) became ready on this rank in `iteration`; key(u) is unit u's
+  /// priority now. Called on the caller's thread; never waits for a peer.
   template <class Key>
   void ready(std::span<const std::uint32_t> units, std::int64_t iteration, Key&& key) {
+    if (units.size() > report_units) throw UsageError("gradsync: Leader::ready takes at most report_units units");
     if (units.empty()) return;
     if (leads()) {
       for (std::uint32_t u : units) {
@@ -172,15 +173,12 @@ class Leader {
     lanes_.push(key_[u].load(), u);
   }
 
-  // A follower: messages [iteration (2 words), up to report_units units] to rank 0 (no allocation).
+  // A follower: one message [iteration (2 words), units] to rank 0, without allocating.
   void report_message(std::span<const std::uint32_t> units, std::int64_t iteration) {
     std::array<std::uint32_t, 2 + report_units> msg;
     std::memcpy(msg.data(), &iteration, sizeof iteration);
-    for (std::size_t at = 0; at < units.size(); at += report_units) {
-      const auto part = units.subspan(at, std::min(report_units, units.size() - at));
-      std::ranges::copy(part, msg.begin() + 2);
-      t_.send(0, transport::ready_tag, std::as_bytes(std::span(msg).first(2 + part.size())));
-    }
+    std::ranges::copy(units, msg.begin() + 2);
+    t_.send(0, transport::ready_tag, std::as_bytes(std::span(msg).first(2 + units.size())));
   }
 
   // Rank 0, while choosing: takes in every report that has come (then the choice sees them all).

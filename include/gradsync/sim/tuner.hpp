@@ -78,4 +78,14 @@ inline std::vector<Setting> tune(const Profile& profile, const Network& net, con
   return ranked;
 }
 
+/// P3's default setting (fixed:40000, ring, the library's window) in `ranked`, or null: what a
+/// tuned choice is compared with.
+inline const Setting* p3_default(const std::vector<Setting>& ranked) {
+  const auto it = std::ranges::find_if(ranked, [](const Setting& s) {
+    return s.slicing == "fixed:40000" && s.collective == "ring" && s.inflight_units == gradsync::Options{}.inflight_units &&
+           s.credit_bytes == gradsync::Options{}.credit_bytes;
+  });
+  return it == ranked.end() ? nullptr : &*it;
+}
+
 }  // namespace gradsync::sim
