@@ -305,7 +305,7 @@ class Synchronizer {
     // names the peer; one waiting to choose (rank 0 for a rank's readiness report, the others for
     // rank 0's decision) does not: this wait times out for it. Allow either a moment before the
     // vaguer message below.
-    if (!ok && !control_.failed())
+    if (!ok && !control_.failed() && stuck_in_collective() < 0)
       if (const int peer = leader_.waiting_for(opt_.timeout / 4); peer >= 0)
         fail(std::make_exception_ptr(PeerTimeout(
                  "gradsync: " + t_.describe() + " waited " + std::to_string(opt_.timeout.count()) + " ms for rank " +
@@ -350,12 +350,17 @@ class Synchronizer {
     stop(error);
   }
   /// The peer this rank has waited for a quarter of the timeout - a server's unit missing its
-  /// push first (the workers' waits for the reply follow from it), else a receive - or -1.
+  /// push first (the workers' waits for the reply follow from it), else a receive, else what the
+  /// chooser waits for (a rank's readiness report, rank 0's decision) - or -1. A blocked receive
+  /// names its peer exactly; a missing report may only follow from another rank's silence.
   int stuck_on() const {
+    const int peer = stuck_in_collective();
+    return peer >= 0 ? peer : leader_.waiting_for(opt_.timeout / 4);
+  }
+  int stuck_in_collective() const {
     const auto at_least = opt_.timeout / 4;
-    if (const int peer = collective::stalled_on(p_.collective, at_least); peer >= 0) return peer;
-    if (const int peer = leader_.waiting_for(at_least); peer >= 0) return peer;
-    return t_.waiting_for(at_least);
+    const int peer = collective::stalled_on(p_.collective, at_least);
+    return peer >= 0 ? peer : t_.waiting_for(at_least);
   }
   /// How long the ranks take to agree which peer is gone after a timeout: enough for every
   /// survivor's abort watcher (it polls every 20 ms) to hear of it and answer, several times over.
