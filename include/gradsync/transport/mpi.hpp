@@ -116,7 +116,7 @@ class Mpi final : public Transport {
     std::vector<std::byte> bytes = take_buffer();
     bytes.assign(data.begin(), data.end());
     MPI_Request req;
-    check(MPI_Isend(bytes.data(), count(bytes.size()), MPI_BYTE, dst, static_cast<int>(tag), p2p_, &req), "MPI_Isend");
+    check(MPI_Isend(bytes.data(), count(bytes.size()), MPI_BYTE, dst, static_cast<int>(tag), p2p_, &req), "MPI_Isend", dst);
     std::lock_guard lock(mutex_);
     in_flight_.push_back({req, std::move(bytes)});
   }
@@ -126,7 +126,7 @@ class Mpi final : public Transport {
     check_peer(dst);
     check_tag(tag);
     MPI_Request req;
-    check(MPI_Isend(data.data(), count(data.size()), MPI_BYTE, dst, static_cast<int>(tag), p2p_, &req), "MPI_Isend");
+    check(MPI_Isend(data.data(), count(data.size()), MPI_BYTE, dst, static_cast<int>(tag), p2p_, &req), "MPI_Isend", dst);
     std::lock_guard lock(mutex_);
     if (free_async_.empty()) {
       async_.push_back({req, dst, tag});
@@ -156,9 +156,10 @@ class Mpi final : public Transport {
     MPI_Status st;
     const int rc = MPI_Test(&a.request, &done, &st);
     if (rc == MPI_SUCCESS && !done) return false;
+    const int dst = a.dst;
     free_async_.push_back(id - 1);
     lock.unlock();
-    check(rc, "MPI_Isend");
+    check(rc, "MPI_Isend", dst);
     return true;
   }
 
@@ -205,7 +206,7 @@ class Mpi final : public Transport {
     check_tag(tag);
     MPI_Request req[2];
     check(MPI_Irecv(out.data(), count(out.size()), MPI_BYTE, src, static_cast<int>(tag), p2p_, &req[0]), "MPI_Irecv");
-    check(MPI_Isend(data.data(), count(data.size()), MPI_BYTE, dst, static_cast<int>(tag), p2p_, &req[1]), "MPI_Isend");
+    check(MPI_Isend(data.data(), count(data.size()), MPI_BYTE, dst, static_cast<int>(tag), p2p_, &req[1]), "MPI_Isend", dst);
     MPI_Status st[2];
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
     gradsync::detail::Backoff backoff;
@@ -270,8 +271,13 @@ class Mpi final : public Transport {
     if (tag > tag_ub_)
       throw UsageError("gradsync: tag " + std::to_string(tag) + " exceeds MPI_TAG_UB " + std::to_string(tag_ub_));
   }
-  void check(int rc, const char* call) const {
-    if (rc != MPI_SUCCESS) throw PeerError("gradsync: " + describe() + ": " + call + " failed: " + detail::mpi_error(rc));
+  /// Throws on an MPI error; one in talking to `peer` counts as that peer gone silent
+  /// (PeerTimeout), so the ranks settle which rank is gone, as after a timeout.
+  void check(int rc, const char* call, int peer = -1) const {
+    if (rc == MPI_SUCCESS) return;
+    const std::string what = "gradsync: " + describe() + ": " + call + " failed: " + detail::mpi_error(rc);
+    if (peer >= 0) throw PeerTimeout(what + " (to rank " + std::to_string(peer) + ")", peer);
+    throw PeerError(what);
   }
 
   /// Polls `req` until done or `deadline`; true when done (then `st` is its status).
@@ -310,8 +316,9 @@ class Mpi final : public Transport {
       throw WireError("gradsync: " + describe() + " received a message from rank " + std::to_string(peer) +
                       " longer than the expected " + std::to_string(capacity) +
                       " bytes (ranks disagree on layout, slicing or codec)");
-    throw PeerError("gradsync: " + describe() + ": communication with rank " + std::to_string(peer) +
-                    " failed: " + detail::mpi_error(st.MPI_ERROR));
+    throw PeerTimeout("gradsync: " + describe() + ": communication with rank " + std::to_string(peer) +
+                          " failed: " + detail::mpi_error(st.MPI_ERROR),
+                      peer);
   }
   /// Gives up on send_async `id` (its slot is freed); returns what it was.
   AsyncSend abandon_async(SendId id) {
