@@ -130,6 +130,7 @@ int main(int argc, char** argv) {
   Policies pol;
   std::string input, metrics, trace_path, bandwidth, profile_path, tune_profile_path;
   bool quiet = false, no_eval = false, tune = false;
+  std::pair<std::size_t, std::size_t> inject_nan;
   std::vector<std::string> tune_collectives{"ring"};
   unsigned inflight = 0;
   double credit_mb = 0;
@@ -209,7 +210,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.1, 86400.0))->capture_default_str();
   app.add_flag("--no-eval", no_eval, "Skip test-set evaluation");
   app.add_flag("--quiet,-q", quiet, "No progress line");
+  app.add_flag("--print-digest", c.print_digest, "At the end every rank prints a digest of its weights (replicas must agree)")
+      ->group("Fault injection");
+  auto* nan_option = app.add_option("--inject-nan", inject_nan,
+                                    "RANK:ITERATION: that rank hands over a NaN gradient at that iteration (checks "
+                                    "that every rank stops, or under --precision mixed skips the step)")
+                         ->delimiter(':')->group("Fault injection");
   CLI11_PARSE(app, argc, argv);
+  if (nan_option->count()) c.inject_nan = TrainConfig::InjectNan{inject_nan.first, inject_nan.second};
 #if defined(GRADSYNC_WITH_MPI)
   // Under mpirun (or srun/PMI): one replica per process over gradsync's MPI transport.
   std::optional<gradsync::transport::MpiSession> mpi;

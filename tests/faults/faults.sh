@@ -9,7 +9,7 @@
 #
 # usage: faults.sh --trainer PATH --out DIR [--smoke] [--timeout SECONDS] [--link RATE]
 #   --smoke    only the cheap checks (ctest -L faults): a rank killed (mpirun defaults and
-#              --enable-recovery), a handshake mismatch
+#              --enable-recovery), a handshake mismatch, a NaN gradient on one rank
 #   --timeout  gradsync-train --timeout (Options::timeout and the MPI transport's), default 8
 #   --link     tc rate of every node's link, default 200mbit
 set -uo pipefail
@@ -136,34 +136,36 @@ row() {
 stamp() { now >"$out/inject.t"; }
 
 # --- a. a rank killed with SIGKILL mid-run ---------------------------------------------------------
-kill_rank2() {
-  wait_for_rank 2 || return
+kill_victim() { # SIGKILL rank $VICTIM 3 s after it started
+  wait_for_rank "$VICTIM" || return
   sleep 3
   local pid
-  pid=$(trainer_pids 2 | head -1)
+  pid=$(trainer_pids "$VICTIM" | head -1)
   stamp
   kill -9 "$pid"
   while any_trainer_left; do sleep 0.05; done
   now >"$out/ranks_gone.t"
 }
-check_kill() { # variant mpirun-flags...
-  local variant=$1
-  shift
+check_kill() { # variant victim mpirun-flags...
+  local variant=$1 victim=$2
+  shift 2
   MPI=(-np $NODES --host "$(topo_hosts)" --tag-output "$@")
-  run_job "kill-$variant" kill_rank2 "${COMMON[@]}" --codec fp32 --collective ring --iterations 100000
+  VICTIM=$victim run_job "kill$victim-$variant" kill_victim "${COMMON[@]}" --codec fp32 --collective ring --iterations 100000
   MPI=(-np $NODES --host "$(topo_hosts)" --tag-output)
-  local took ok=1 sees
+  local took ok=1 sees r
   took="$(elapsed "$T_INJECT" "$(cat "$out/ranks_gone.t")") (mpirun: $(elapsed "$T_INJECT" "$T_END"))"
   sees=$(first_errors "$LOG")
   awk -v t="${took%% *}" -v m="$((timeout_s + 5))" 'BEGIN {exit !(t <= m)}' || ok=0
   if [ "$variant" = recovery ]; then
     # mpirun lets the survivors run on (and exits 0 whatever they return): each must stop itself
-    # with gradsync's message, which must name rank 2.
-    for r in 0 1; do grep -aqE "^\[[0-9]*,$r\]<stderr>:.*rank 2" "$LOG" || ok=0; done
+    # with gradsync's message, which must name the killed rank.
+    for r in $(topo_nodes); do
+      [ "$r" = "$victim" ] || grep -aqE "^\[[0-9]*,$r\]<stderr>:.*rank $victim stopped answering" "$LOG" || ok=0
+    done
   else
-    [ "$RC" -ne 0 ] && grep -aqE "rank 2 .*exited on signal 9" "$LOG" || ok=0
+    [ "$RC" -ne 0 ] && grep -aqE "rank $victim .*exited on signal 9" "$LOG" || ok=0
   fi
-  row "rank 2 of 3 killed (SIGKILL) 3 s into a ring fp32 run, mpirun ${variant/default/defaults}" \
+  row "rank $victim of 3 killed (SIGKILL) 3 s into a ring fp32 run, mpirun ${variant/default/defaults}" \
     "$sees" "$took" "$RC" "the run (no checkpoint asked for)" $ok
 }
 
@@ -201,13 +203,48 @@ mismatch() { # name description rank-2-options (KEY VALUE...)
   row "rank 2 started with $desc" "$(first_errors "$LOG")" "$took (whole run)" "$RC" "nothing (no iteration ran)" $ok
 }
 
-check_kill default
+# --- e. a NaN gradient on one rank -----------------------------------------------------------------
+# fp32: every rank stops with the message of the rank whose gradient held it. Mixed precision: the
+# NaN reaches every rank through the sums, so all skip that step and go on; one more step skipped
+# than in the same run without the NaN, and every rank's final weights identical.
+skipped_steps() { sed -n 's/.*mixed precision: \([0-9]*\) step(s) skipped.*/\1/p' "$1" | head -1; }
+check_nan() {
+  local args=("${COMMON[@]}" --codec fp32 --collective ring --iterations 20 --print-digest) ok=1 r t0
+  t0=$(now)
+  run_job nan-fp32 none "${args[@]}" --inject-nan 1:5
+  [ "$RC" -ne 0 ] || ok=0
+  for r in $(topo_nodes); do grep -aqE "^\[[0-9]*,$r\]<stderr>:.*layer '.*' has a non-finite gradient" "$LOG" || ok=0; done
+  for r in 0 2; do grep -aqE "^\[[0-9]*,$r\]<stderr>:.*rank 1 failed" "$LOG" || ok=0; done
+  row "rank 1's gradient holds a NaN at iteration 5 (fp32, ring)" "$(first_errors "$LOG")" "$(elapsed "$t0" "$T_END") (whole run)" \
+    "$RC" "the run (no checkpoint asked for); no rank applied the NaN" $ok
+
+  args+=(--precision mixed --loss-scale 1024)  # a scale that does not overflow by itself here
+  run_job nan-mixed-clean none "${args[@]}"
+  local clean
+  clean=$(skipped_steps "$LOG")
+  local skipped digests
+  t0=$(now)
+  run_job nan-mixed none "${args[@]}" --inject-nan 1:5
+  skipped=$(skipped_steps "$LOG")
+  digests=$(grep -aoE "rank [0-9]+ weights digest [0-9a-f]+" "$LOG" | awk '{print $5}' | sort | uniq -c)
+  ok=1
+  [ "$RC" -eq 0 ] && [ -n "$clean" ] && [ "$skipped" = $((clean + 1)) ] || ok=0
+  [ "$(echo "$digests" | awk 'NF' | wc -l)" = 1 ] && [ "$(echo "$digests" | awk '{print $1}')" = $NODES ] || ok=0
+  row "rank 1's gradient holds a NaN at iteration 5 (--precision mixed --loss-scale 1024, ring)" \
+    "$(first_errors "$LOG" | sed 's/rank [0-9]: (nothing)\(<br>\)\{0,1\}//g')the run finished: $skipped step(s) skipped ($clean without the NaN), every rank's final weights identical" \
+    "$(elapsed "$t0" "$T_END") (whole run)" "$RC" "one step, skipped on every rank alike" $ok
+}
+
+check_kill default 2
 # Under --enable-recovery mpirun lets the survivors run on: they must settle between them which
-# rank is gone (schedule::PeerAbort::settle) and each name it.
-check_kill recovery --enable-recovery
+# rank is gone (schedule::PeerAbort::settle) and each name it. Rank 0 decides every unit's turn:
+# its followers must name it too, not time out on a decision that never comes.
+check_kill recovery 2 --enable-recovery
+[ $smoke = 1 ] || check_kill recovery 0 --enable-recovery
 mismatch model "another model (--model vgg11 --width 0.125)" --model vgg11 --width 0.125
 mismatch codec "another codec (--codec qsgd4)" --codec qsgd4
 [ $smoke = 1 ] || mismatch slicing "another slicing (--slicing fixed:20000)" --slicing fixed:20000
+check_nan
 
 if [ $smoke = 0 ]; then
   # --- b. a link cut and restored, or cut for good -------------------------------------------------

@@ -17,6 +17,21 @@ void require_close(const TrainResult& a, const TrainResult& b) {
   for (std::size_t t = 0; t < a.weights.size(); ++t)
     for (std::size_t i = 0; i < a.weights[t].size(); ++i) REQUIRE(a.weights[t][i] == Approx(b.weights[t][i]).margin(1e-4));
 }
+
+// 8 iterations of the small ResNet, checkpointed to `checkpoint` at the end.
+TrainConfig resumable(const std::string& checkpoint) {
+  TrainConfig c = test::small_resnet_config();
+  c.epochs = 0;
+  c.iterations = 8;
+  c.evaluate = false;
+  c.checkpoint = checkpoint;
+  return c;
+}
+
+TrainResult train_on_two(const TrainConfig& c, const gradsync::PolicyNames& policies) {
+  LibraryRun run(2, policies);
+  return train(c, run.factory());
+}
 }  // namespace
 
 TEST_CASE("P3 and WFBP policies train like the exact all-reduce (lossless codec)", "[trainer][sync]") {
@@ -40,18 +55,12 @@ TEST_CASE("Checkpoint + resume with lossy codecs is bit-identical (residuals, it
     CAPTURE(codec);
     const gradsync::PolicyNames policies{.slicing = "fixed:300", .priority = "forward", .codec = codec, .collective = "ring"};
     const std::string whole = "gradsync_test_ef_whole.ckpt", part = "gradsync_test_ef_part.ckpt";
-    TrainConfig c = test::small_resnet_config();
-    c.epochs = 0;
-    c.iterations = 8;
-    c.evaluate = false;
-    c.checkpoint = whole;
-    LibraryRun run_whole(2, policies);
-    const TrainResult uninterrupted = train(c, run_whole.factory());
+    TrainConfig c = resumable(whole);
+    const TrainResult uninterrupted = train_on_two(c, policies);
 
     c.checkpoint = part;
     c.stop_after = 4;
-    LibraryRun first_half(2, policies);
-    train(c, first_half.factory());
+    train_on_two(c, policies);
     // The residuals are really there (nonzero), one file per rank.
     const bool residuals = codec.find("qsgd4") == std::string::npos || codec.starts_with("ef+");
     for (std::size_t r = 0; r < 2 && residuals; ++r) {
@@ -77,13 +86,70 @@ TEST_CASE("Checkpoint + resume with lossy codecs is bit-identical (residuals, it
     LibraryRun wider(2, policies);
     CHECK_THROWS_WITH(train(other_model, wider.factory()), Catch::Contains("width"));
     if (residuals) {
-      std::filesystem::remove(sync_state_path(part, 1));
+      // The resumed run checkpointed to `part` again: its generation before is there too.
+      for (const auto& f : {part, previous_checkpoint_path(part)}) std::filesystem::remove(sync_state_path(f, 1));
       LibraryRun missing(2, policies);
       CHECK_THROWS_WITH(train(c, missing.factory()), Catch::Contains(".rank1") && Catch::Contains("codec state"));
     }
-    for (const auto& f : {whole, part})
+    for (const auto& f : {whole, part, previous_checkpoint_path(whole), previous_checkpoint_path(part)})
       for (const auto& path : {f, sync_state_path(f, 0), sync_state_path(f, 1)}) std::filesystem::remove(path);
   }
+}
+
+// Every rank writes its codec state file, then rank 0 its checkpoint: a run killed in between
+// leaves files of two generations. Each save keeps the file it replaces as <file>.prev, so the
+// resume takes the newest generation that every rank finished and still ends bit-identical.
+TEST_CASE("A run killed while checkpointing resumes from the newest generation every rank finished", "[trainer][sync]") {
+  namespace fs = std::filesystem;
+  const gradsync::PolicyNames policies{.slicing = "fixed:300", .priority = "forward", .codec = "ef+qsgd4:bypass=0",
+                                       .collective = "ring"};
+  const std::string whole = "gradsync_test_gen_whole.ckpt", part = "gradsync_test_gen_part.ckpt";
+  const std::string prev = previous_checkpoint_path(part);
+  TrainConfig c = resumable(whole);
+  const TrainResult uninterrupted = train_on_two(c, policies);
+
+  // Generations at iterations 2 (".prev") and 4.
+  c.checkpoint = part;
+  c.checkpoint_every = 2;
+  c.stop_after = 4;
+  train_on_two(c, policies);
+  REQUIRE(fs::exists(prev));
+  for (std::size_t r = 0; r < 2; ++r) REQUIRE(fs::exists(sync_state_path(prev, r)));
+  const auto resume = [&] {
+    TrainConfig again = c;
+    again.checkpoint = "";
+    again.stop_after = 0;
+    again.resume = part;
+    return train_on_two(again, policies);
+  };
+  const auto save = [](const std::string& from, const std::string& to) {
+    fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+  };
+
+  SECTION("rank 1 killed before it wrote its state at 4: resumed from 2") {
+    save(sync_state_path(prev, 1), sync_state_path(part, 1));
+    const TrainResult resumed = resume();
+    CHECK(resumed.iterations == 6);
+    CHECK(resumed.weights == uninterrupted.weights);
+  }
+  SECTION("rank 0 killed before its checkpoint at 4, after every state at 4: resumed from 2") {
+    save(prev, part);
+    const TrainResult resumed = resume();
+    CHECK(resumed.iterations == 6);
+    CHECK(resumed.weights == uninterrupted.weights);
+  }
+  SECTION("every file at 4: resumed from 4") {
+    const TrainResult resumed = resume();
+    CHECK(resumed.iterations == 4);
+    CHECK(resumed.weights == uninterrupted.weights);
+  }
+  SECTION("no generation that every rank finished: the error names the missing file") {
+    fs::remove(sync_state_path(prev, 1));
+    fs::remove(sync_state_path(part, 1));
+    CHECK_THROWS_WITH(resume(), Catch::Contains(sync_state_path(part, 1)) && Catch::Contains("no codec state of rank 1"));
+  }
+  for (const auto& f : {whole, part, prev})
+    for (const auto& file : {f, sync_state_path(f, 0), sync_state_path(f, 1)}) fs::remove(file);
 }
 
 // DGT through the trainer: the step reports its loss, so fewer blocks are important as the loss

@@ -6,9 +6,12 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <functional>
+#include <limits>
 #include <mutex>
 #include <numeric>
 #include <optional>
+#include <string_view>
 #include <thread>
 
 #include "gradsync/trainer/backend.hpp"
@@ -27,7 +30,8 @@ class Rank final : public StepHooks {
   Rank(const TrainConfig& cfg, std::size_t rank, const SyncFactory& factory)
       : model_(make_model(cfg.model)), opt_((model_->initialize(cfg.seed), model_->params()), cfg.optimizer),
         sync_(factory(rank, *model_)), pending_(model_->params().size(), 0), ready_(pending_.size(), 0),
-        synced_(pending_.size()), rank_(rank), trace_(cfg.trace), profiler_(rank == 0 ? cfg.profiler : nullptr) {
+        synced_(pending_.size()), rank_(rank), trace_(cfg.trace), profiler_(rank == 0 ? cfg.profiler : nullptr),
+        inject_nan_(cfg.inject_nan) {
     if (!sync_) throw std::logic_error("sync factory returned no synchronizer for rank " + std::to_string(rank));
     if (cfg.precision == "mixed") mixed_.emplace(model_->params(), cfg.loss_scaling);
   }
@@ -78,7 +82,12 @@ class Rank final : public StepHooks {
       Param& p = **it;
       if (ready_[p.index]++) throw std::logic_error(p.name + ": gradient reported twice in one backward");
       if (mixed_) round_to_half(p.grad);  // fp16 storage: an overflow becomes Inf here
-      sync_->gradient_ready(p.index, hand_over(p));
+      const std::span<float> grad = hand_over(p);
+      if (poison_ && !grad.empty()) {
+        grad[0] = std::numeric_limits<float>::quiet_NaN();
+        poison_ = false;
+      }
+      sync_->gradient_ready(p.index, grad);
       pending_[p.index] = 1;
     }
   }
@@ -95,6 +104,7 @@ class Rank final : public StepHooks {
     Context ctx{.training = true, .hooks = this, .seed = seed, .step = iteration, .half = mixed_.has_value()};
     backend::set_fp16_gemm(ctx.half);
     in_step_ = true;
+    poison_ = inject_nan_ && inject_nan_->rank == rank_ && inject_nan_->iteration == iteration;
     forward_layer_ = {};
     if (mixed_) settle();
     forward_label_ = "forward input";
@@ -199,6 +209,8 @@ class Rank final : public StepHooks {
   std::size_t rank_;
   Trace* trace_;
   LayerProfiler* profiler_;  // rank 0's, with --profile
+  std::optional<TrainConfig::InjectNan> inject_nan_;
+  bool poison_ = false;  // this step's first gradient handed over becomes NaN (fault injection)
   bool in_step_ = false;
   Clock::time_point mark_;
   std::string forward_label_;
@@ -319,6 +331,7 @@ class RankLoop {
       if (epoch_end) epoch_start_ = Clock::now();
     }
     rank_.flush();
+    if (cfg_.print_digest) print_digest();
     if (lead_) finish();
   }
 
@@ -327,7 +340,8 @@ class RankLoop {
   std::size_t resume() {
     if (cfg_.resume.empty()) return 0;
     const std::size_t start =
-        load_checkpoint(cfg_.resume, cfg_, rank_.model(), rank_.optimizer(), rank_.sync(), r_, rank_.scaler());
+        load_checkpoint(cfg_.resume, cfg_, rank_.model(), rank_.optimizer(), rank_.sync(), r_, plan_.world,
+                        rank_.scaler());
     rank_.adopt_loaded();
     if (start > plan_.total)
       throw ConfigError(cfg_.resume + ": checkpoint is at iteration " + std::to_string(start) + ", past this run's " +
@@ -395,6 +409,20 @@ class RankLoop {
     result_.epochs.push_back(em_);
     em_ = EpochMetrics{};
     loss_sum_ = correct_ = labels_ = 0;
+  }
+
+  // Replicas must stay identical: one line per rank, compared by scripts (tests/faults).
+  void print_digest() {
+    std::size_t digest = 0;
+    rank_.with_masters([&] {
+      for (auto* p : rank_.model().params()) {
+        const std::vector<float> v = p->value.to_host();
+        const std::string_view bytes(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+        digest = digest * 1099511628211u ^ std::hash<std::string_view>{}(bytes);
+      }
+    });
+    std::printf("gradsync-train: rank %zu weights digest %016zx\n", r_, digest);
+    std::fflush(stdout);
   }
 
   void finish() {

@@ -7,6 +7,7 @@
 #include <array>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,12 @@ struct TrainConfig {
   std::size_t evaluate_every = 0;         ///< > 0: also every this many iterations (time to accuracy)
   std::size_t evaluate_samples = 0;       ///< > 0: test on the last this many test samples only
   bool progress = true;                   ///< progress line on stderr
+  bool print_digest = false;              ///< every rank prints a digest of its final weights (replicas must agree)
+  /// Fault injection (tests/faults): rank `rank` hands over a NaN gradient at iteration `iteration`.
+  struct InjectNan {
+    std::size_t rank = 0, iteration = 0;
+  };
+  std::optional<InjectNan> inject_nan;
 };
 
 struct EpochMetrics {
@@ -108,10 +115,15 @@ void save_checkpoint(const std::string& path, const TrainConfig& config, std::si
 /// rank): every rank writes its own at each checkpoint.
 void save_sync_state(const std::string& path, std::size_t rank, std::size_t iteration, const GradientSync& sync);
 std::string sync_state_path(const std::string& checkpoint, std::size_t rank);  ///< "<checkpoint>.rank<r>"
+/// "<checkpoint>.prev": each save keeps the file it replaces there (with its ".rank<r>" files), a
+/// whole checkpoint of the generation before.
+std::string previous_checkpoint_path(const std::string& checkpoint);
 /// Restores into model, optimizer, rank `rank`'s synchronizer and `scaler` (mixed precision, else
-/// null); returns the iteration to continue from. Throws std::runtime_error naming the file and
-/// what differs.
+/// null); returns the iteration to continue from. With codec state, `path`'s generation is used only
+/// if all `world` ranks' state files for it are there (a run killed while checkpointing has some
+/// ranks' files newer than rank 0's, or older), else the previous one; every rank reads every
+/// rank's files, so all choose alike. Throws std::runtime_error naming the file and what differs.
 std::size_t load_checkpoint(const std::string& path, const TrainConfig& config, Model& model, Optimizer& optimizer,
-                            GradientSync& sync, std::size_t rank, LossScaler* scaler);
+                            GradientSync& sync, std::size_t rank, std::size_t world, LossScaler* scaler);
 
 }  // namespace gradsync::trainer
