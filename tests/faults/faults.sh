@@ -309,11 +309,13 @@ if [ $smoke = 0 ]; then
     stamp
     kill -9 "$(trainer_pids 2 | head -1)"
   }
-  for codec in fp32 ef+qsgd4 onebit; do
+  # "mixed": fp32 under --precision mixed, whose checkpoint carries the loss scaler's state.
+  for codec in fp32 ef+qsgd4 onebit mixed; do
     STATEFUL=1
-    [ "$codec" != fp32 ] || STATEFUL=0
+    [ "$codec" != fp32 ] && [ "$codec" != mixed ] || STATEFUL=0
     tag=${codec//+/-}
     args=("${COMMON[@]}" --codec "$codec" --collective ring --iterations 200)
+    [ "$codec" != mixed ] || args=("${COMMON[@]}" --codec fp32 --precision mixed --collective ring --iterations 200)
     run_job "full-$tag" none "${args[@]}" --checkpoint "$out/ckpt/full-$tag"
     CKPT=$out/ckpt/part-$tag
     run_job "killed-$tag" kill_after_checkpoint "${args[@]}" --checkpoint "$CKPT" --checkpoint-every 10
@@ -331,9 +333,9 @@ if [ $smoke = 0 ]; then
       done
     fi
     [ -z "$diff" ] || ok=0
-    what="weights, momentum, BN statistics$([ $STATEFUL = 1 ] && echo ", every rank's codec residuals") bit-identical"
+    what="weights, momentum, BN statistics$([ $STATEFUL = 1 ] && echo ", every rank's codec residuals")$([ "$codec" = mixed ] && echo ", loss scale") bit-identical"
     [ -z "$diff" ] || what="DIFFERENT:$diff"
-    row "$codec ring run (200 iterations, --checkpoint-every 10) killed (rank 2 SIGKILL) at iteration >= $at; --resume on a fresh mpirun" \
+    row "${codec/mixed/fp32 --precision mixed} ring run (200 iterations, --checkpoint-every 10) killed (rank 2 SIGKILL) at iteration >= $at; --resume on a fresh mpirun" \
       "killed run: exit $killed_rc; resumed run: $(first_errors "$LOG" | sed 's/rank [0-9]: (nothing)\(<br>\)\{0,1\}//g')finished" \
       "$(elapsed "$t0" "$T_END") (the resumed run)" "$RC" "the iterations after the checkpoint at $at (redone); $what" $ok
   done
