@@ -18,6 +18,7 @@
 #endif
 
 #include "gradsync/trainer/library_sync.hpp"
+#include "gradsync/trainer/retune.hpp"
 #include "gradsync/trainer/trainer.hpp"
 #include "gradsync/trainer/tune.hpp"
 #include "profile_json.hpp"
@@ -131,6 +132,8 @@ int main(int argc, char** argv) {
   std::string input, metrics, trace_path, bandwidth, profile_path, tune_profile_path;
   bool quiet = false, no_eval = false, tune = false;
   std::pair<std::size_t, std::size_t> inject_nan;
+  std::pair<std::size_t, std::string> bandwidth_change;
+  std::size_t retune_every = 0;
   std::vector<std::string> tune_collectives{"ring"};
   unsigned inflight = 0;
   double credit_mb = 0;
@@ -195,6 +198,10 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_option("--tune-collectives", tune_collectives, "--tune: the collectives it may choose")
       ->delimiter(',')->capture_default_str();
+  app.add_option("--retune-every", retune_every,
+                 "--tune: every N iterations re-read the link from the units' timings; when its rate moved by a factor "
+                 "1.5 two windows in a row, tune again and switch every rank at once (codecs without error feedback)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--bandwidth", bandwidth, "Emulate links of this speed per rank pair: 1gbit, 10gbit+50us, 1gbit/nic ...");
   app.add_option("--checkpoint", c.checkpoint, "Checkpoint file (written each epoch and at the end)");
   app.add_option("--checkpoint-every", c.checkpoint_every, "Also checkpoint every N iterations");
@@ -216,6 +223,9 @@ int main(int argc, char** argv) {
                                     "RANK:ITERATION: that rank hands over a NaN gradient at that iteration (checks "
                                     "that every rank stops, or under --precision mixed skips the step)")
                          ->delimiter(':')->group("Fault injection");
+  app.add_option("--bandwidth-change", bandwidth_change,
+                 "ITERATION:LINK: from that iteration on, every rank's emulated links (--bandwidth) send at LINK's rate")
+      ->delimiter(':')->group("Fault injection");
   CLI11_PARSE(app, argc, argv);
   if (nan_option->count()) c.inject_nan = TrainConfig::InjectNan{inject_nan.first, inject_nan.second};
 #if defined(GRADSYNC_WITH_MPI)
@@ -267,12 +277,21 @@ int main(int argc, char** argv) {
       const auto link = gradsync::transport::Link::parse(bandwidth);
       for (auto*& t : transports) t = links.emplace_back(std::make_unique<gradsync::transport::Throttled<>>(*t, link)).get();
     }
+    if (app.count("--bandwidth-change")) {
+      if (links.empty()) throw gradsync::ConfigError("--bandwidth-change changes the emulated links: add --bandwidth");
+      const double gbit = gradsync::transport::Link::parse(bandwidth_change.second).gbit;
+      c.before_iteration = [&links, gbit, from = bandwidth_change.first, first = c.first_rank](std::size_t r,
+                                                                                              std::size_t it) {
+        if (it == from) links.at(r - first)->set_gbit(gbit);  // each rank its own sends
+      };
+    }
     Trace trace;
     if (!trace_path.empty()) c.trace = &trace;
     LayerProfiler profiler;
     if (!profile_path.empty()) c.profiler = &profiler;
     gradsync::Statistics rank0_stats;
     std::optional<Tuning> tuned;  // rank 0's --tune choice
+    std::vector<Retune> retunes;  // rank 0's --retune-every re-tunes
     SyncFactory factory;  // empty: the trainer's exact local all-reduce (or nothing, for one rank)
     if (pol.sync == "library") {
       gradsync::Options opt;
@@ -303,29 +322,28 @@ int main(int argc, char** argv) {
           gradsync::collective::check_accepts(
               gradsync::AnySynchronizer::parse({pol.slicing, pol.priority, pol.codec, coll}).collective, policies.codec);
         profile = tune_profile(tune_profile_path, c);
-      } else if (!tune_profile_path.empty() || app.count("--tune-collectives")) {
-        throw gradsync::ConfigError("--tune-profile and --tune-collectives go with --tune");
+      } else if (!tune_profile_path.empty() || app.count("--tune-collectives") || retune_every) {
+        throw gradsync::ConfigError("--tune-profile, --tune-collectives and --retune-every go with --tune");
       }
+      if (retune_every && (policies.codec.needs_residual() || policies.priority.classifies()))
+        throw gradsync::ConfigError("--retune-every replaces the Synchronizer, whose error-feedback residuals (--codec " +
+                                    pol.codec + ", --priority " + pol.priority +
+                                    ") belong to its units: use a codec without (fp32, fp16, bf16, qsgd...) and no dgt");
       factory = [&, opt, policies, space, profile](std::size_t r, const Model& model) -> std::unique_ptr<GradientSync> {
-        gradsync::Options o = opt;
-        auto chosen = policies;
-        if (profile) {  // every rank at once: rank 0 measures the link with rank 1, tunes, and tells
-          const auto t = tune_on_link(*transports.at(r - c.first_rank), *profile, space);
-          o.inflight_units = t.chosen.inflight_units;
-          o.credit_bytes = t.chosen.credit_bytes;
-          chosen = gradsync::AnySynchronizer::parse({t.chosen.slicing, pol.priority, pol.codec, t.chosen.collective});
-          if (r == 0) {
-            std::fprintf(stderr,
-                         "gradsync-train: --tune: link %.3g Gbit/s, %.0f us measured; chose --slicing %s --collective %s "
-                         "--inflight %zu --credit %zu (simulated %.3f s/iteration, P3's default %.3f s; %.2f s)\n",
-                         t.link.bytes_per_second * 8 / 1e9, t.link.latency_seconds * 1e6, t.chosen.slicing.c_str(),
-                         t.chosen.collective.c_str(), t.chosen.inflight_units, t.chosen.credit_bytes >> 20,
-                         t.chosen.iteration_seconds, t.default_seconds, t.wall_seconds);
-            tuned = t;
+        gradsync::transport::Transport& transport = *transports.at(r - c.first_rank);
+        // A Synchronizer of `setting` (the flags' own without --tune), feeding `meter` under --retune-every.
+        auto build = [&, r, opt, policies](const gradsync::sim::Setting* setting, gradsync::sim::LinkMeter* meter,
+                                           gradsync::Statistics* report) {
+          gradsync::Options o = opt;
+          auto chosen = policies;
+          if (setting) {
+            o.inflight_units = setting->inflight_units;
+            o.credit_bytes = setting->credit_bytes;
+            chosen = gradsync::AnySynchronizer::parse({setting->slicing, pol.priority, pol.codec, setting->collective});
           }
-        }
-        if (c.trace)
-          o.on_unit = [&trace, r](const gradsync::UnitEvent& e) {
+          if (meter || c.trace) o.on_unit = [&trace, r, meter, traced = c.trace != nullptr](const gradsync::UnitEvent& e) {
+            if (meter) meter->add(e);
+            if (!traced) return;
             std::string name = "unit " + std::to_string(e.unit);
             if (const auto& b = e.blocks; b.important + b.best_effort > 0)  // DGT: blocks sent each way
               name += " (" + std::to_string(b.important) + " important, " + std::to_string(b.best_effort) +
@@ -333,8 +351,26 @@ int main(int argc, char** argv) {
             trace.span(name, r, Trace::queued, e.ready, e.started);
             trace.span(name, r, Trace::wire, e.started, e.finished);
           };
-        return std::make_unique<SynchronizerHook<gradsync::AnySynchronizer>>(
-            *transports.at(r - c.first_rank), model, o, chosen, r == 0 ? &rank0_stats : nullptr);
+          return std::make_unique<SynchronizerHook<gradsync::AnySynchronizer>>(transport, model, o, chosen, report);
+        };
+        gradsync::Statistics* report = r == 0 ? &rank0_stats : nullptr;
+        if (!profile) return build(nullptr, nullptr, report);
+        // Every rank at once: rank 0 measures the link with rank 1, tunes, and tells the others.
+        const auto t = tune_on_link(transport, *profile, space);
+        if (r == 0) {
+          std::fprintf(stderr,
+                       "gradsync-train: --tune: link %.3g Gbit/s, %.0f us measured; chose --slicing %s --collective %s "
+                       "--inflight %zu --credit %zu (simulated %.3f s/iteration, P3's default %.3f s; %.2f s)\n",
+                       t.link.bytes_per_second * 8 / 1e9, t.link.latency_seconds * 1e6, t.chosen.slicing.c_str(),
+                       t.chosen.collective.c_str(), t.chosen.inflight_units, t.chosen.credit_bytes >> 20,
+                       t.chosen.iteration_seconds, t.default_seconds, t.wall_seconds);
+          tuned = t;
+        }
+        if (!retune_every) return build(&t.chosen, nullptr, report);
+        return std::make_unique<RetuningSync>(
+            transport, model.params().size(), t, *profile, space, retune_every,
+            [build](const gradsync::sim::Setting& s, gradsync::sim::LinkMeter& meter) { return build(&s, &meter, nullptr); },
+            r == 0 ? &retunes : nullptr, report);
       };
     } else if (!bandwidth.empty() || tune) {
       throw gradsync::ConfigError(std::string(tune ? "--tune" : "--bandwidth") +
@@ -372,6 +408,11 @@ int main(int argc, char** argv) {
                      {"credit_bytes", tuned->chosen.credit_bytes},
                      {"simulated_iteration_seconds", tuned->chosen.iteration_seconds},
                      {"simulated_default_seconds", tuned->default_seconds}, {"wall_seconds", tuned->wall_seconds}};
+      for (const Retune& re : retunes)
+        j["tune"]["retunes"].push_back({{"iteration", re.iteration}, {"link_bytes_per_second", re.bytes_per_second},
+                                        {"slicing", re.chosen.slicing}, {"collective", re.chosen.collective},
+                                        {"inflight_units", re.chosen.inflight_units},
+                                        {"credit_bytes", re.chosen.credit_bytes}, {"switched", re.switched}});
       out << j.dump(2) << "\n";
       if (!out) throw std::runtime_error(metrics + ": cannot write metrics");
     }

@@ -353,6 +353,7 @@ class RankLoop {
   void step(std::size_t it, std::size_t epoch, std::size_t index) {
     const auto it_start = Clock::now();
     const double wait_before = rank_.wait_seconds();
+    if (cfg_.before_iteration) cfg_.before_iteration(r_, it);
     rank_.begin_iteration();
     loader_.batch(epoch, index, x_, y_);
     const auto [loss, ok] = rank_.step(x_, y_, cfg_.seed, it, plan_.schedule(it));

@@ -9,8 +9,6 @@ namespace gradsync::trainer {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-// Below gradsync's reserved tags; no Synchronizer exists yet on this transport to share it.
-constexpr transport::Tag tune_tag = transport::reserved_tags - 1;
 constexpr int round_trips = 10;
 constexpr std::size_t bulk_messages = 4, bulk_bytes = std::size_t(4) << 20;
 
@@ -60,37 +58,51 @@ void copy_name(char (&to)[64], const std::string& from) {
 
 }  // namespace
 
-Tuning tune_on_link(transport::Transport& t, const sim::Profile& profile, const sim::TuneSpace& space) {
+Tuning share_tuning(transport::Transport& t, transport::Tag tag, const Tuning& rank0s) {
   Message m{};
   if (t.rank() == 0) {
-    const auto t0 = Clock::now();
-    Tuning tuning;
-    if (t.size() > 1) tuning.link = measure(t);
-    sim::Network net;
-    net.ranks = t.size();
-    net.bytes_per_second = t.size() > 1 ? tuning.link.bytes_per_second : 1e300;
-    net.latency_seconds = tuning.link.latency_seconds;
-    const auto ranked = sim::tune(profile, net, space);
-    const sim::Setting* p3 = sim::p3_default(ranked);
-    copy_name(m.slicing, ranked.front().slicing);
-    copy_name(m.collective, ranked.front().collective);
-    m.inflight_units = ranked.front().inflight_units;
-    m.credit_bytes = ranked.front().credit_bytes;
-    m.seconds = ranked.front().iteration_seconds;
-    m.default_seconds = p3 ? p3->iteration_seconds : 0;
-    m.bytes_per_second = tuning.link.bytes_per_second;
-    m.latency_seconds = tuning.link.latency_seconds;
-    m.wall_seconds = seconds_since(t0);
-    for (int r = 1; r < t.size(); ++r) t.send(r, tune_tag, std::as_bytes(std::span(&m, 1)));
-  } else {
-    if (t.rank() == 1) echo(t);
-    if (t.recv(0, tune_tag, std::as_writable_bytes(std::span(&m, 1))) != sizeof m)
-      throw PeerError("gradsync-train: --tune: rank 0's choice came malformed (the ranks run different builds?)");
+    copy_name(m.slicing, rank0s.chosen.slicing);
+    copy_name(m.collective, rank0s.chosen.collective);
+    m.inflight_units = rank0s.chosen.inflight_units;
+    m.credit_bytes = rank0s.chosen.credit_bytes;
+    m.seconds = rank0s.chosen.iteration_seconds;
+    m.default_seconds = rank0s.default_seconds;
+    m.bytes_per_second = rank0s.link.bytes_per_second;
+    m.latency_seconds = rank0s.link.latency_seconds;
+    m.wall_seconds = rank0s.wall_seconds;
+    for (int r = 1; r < t.size(); ++r) t.send(r, tag, std::as_bytes(std::span(&m, 1)));
+    return rank0s;
   }
+  if (t.recv(0, tag, std::as_writable_bytes(std::span(&m, 1))) != sizeof m)
+    throw PeerError("gradsync-train: --tune: rank 0's choice came malformed (the ranks run different builds?)");
   return {{m.slicing, m.collective, m.inflight_units, m.credit_bytes, m.seconds},
           m.default_seconds,
           {m.bytes_per_second, m.latency_seconds},
           m.wall_seconds};
+}
+
+Tuning tune_on_link(transport::Transport& t, const sim::Profile& profile, const sim::TuneSpace& space) {
+  Tuning tuning;
+  if (t.rank() == 0) {
+    const auto t0 = Clock::now();
+    if (t.size() > 1) tuning.link = measure(t);
+    const auto ranked = sim::tune(profile, network(t.size(), tuning.link), space);
+    const sim::Setting* p3 = sim::p3_default(ranked);
+    tuning.chosen = ranked.front();
+    tuning.default_seconds = p3 ? p3->iteration_seconds : 0;
+    tuning.wall_seconds = seconds_since(t0);
+  } else if (t.rank() == 1) {
+    echo(t);
+  }
+  return share_tuning(t, tune_tag, tuning);
+}
+
+sim::Network network(int ranks, const MeasuredLink& link) {
+  sim::Network net;
+  net.ranks = ranks;
+  net.bytes_per_second = ranks > 1 ? link.bytes_per_second : 1e300;
+  net.latency_seconds = link.latency_seconds;
+  return net;
 }
 
 }  // namespace gradsync::trainer

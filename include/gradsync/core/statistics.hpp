@@ -33,6 +33,24 @@ struct Statistics {
   std::uint64_t blocks_dropped = 0;      ///< of those, blocks its server did not take in time
   std::uint64_t datagrams_rejected = 0;  ///< datagrams this rank's server refused
 
+  /// Adds another synchronizer's counters (one run that replaced its Synchronizer, e.g. retuned).
+  Statistics& operator+=(const Statistics& o) {
+    units += o.units;
+    bytes_sent += o.bytes_sent;
+    iterations += o.iterations;
+    queued_seconds += o.queued_seconds;
+    wire_seconds += o.wire_seconds;
+    exposed_wait_seconds += o.exposed_wait_seconds;
+    elements += o.elements;
+    elements_compressed += o.elements_compressed;
+    bytes_compressed += o.bytes_compressed;
+    blocks_important += o.blocks_important;
+    blocks_best_effort += o.blocks_best_effort;
+    blocks_dropped += o.blocks_dropped;
+    datagrams_rejected += o.datagrams_rejected;
+    return *this;
+  }
+
   double compressed_share() const { return elements ? double(elements_compressed) / double(elements) : 0.0; }
   double compressed_bytes_share() const { return bytes_sent ? double(bytes_compressed) / double(bytes_sent) : 0.0; }
 };

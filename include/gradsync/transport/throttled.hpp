@@ -24,6 +24,7 @@
 ///
 /// \tparam T  the wrapped transport (any Transport; the default erases its type)
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -45,18 +46,25 @@ class Throttled final : public Transport {
  public:
   /// \param inner  the transport that moves the bytes (must outlive this object)
   /// \param link   the emulated link to every peer
-  Throttled(T& inner, Link link) : inner_(inner), link_(link), links_(static_cast<std::size_t>(inner.size())) {
+  Throttled(T& inner, Link link)
+      : inner_(inner), link_(link), gbit_(link.gbit), links_(static_cast<std::size_t>(inner.size())) {
     if (!(link.gbit > 0)) throw UsageError("gradsync: Throttled: link bandwidth must be positive");
     held_.reserve(64);
   }
 
   T& inner() { return inner_; }
-  const Link& link() const { return link_; }
+  const Link& link() const { return link_; }  ///< as constructed (set_gbit changes only the rate)
+  /// A network that changes under a running job: messages sent from now on go at `gbit`; those
+  /// already booked keep their times.
+  void set_gbit(double gbit) {
+    if (!(gbit > 0)) throw UsageError("gradsync: Throttled: link bandwidth must be positive");
+    gbit_.store(gbit);
+  }
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
   std::chrono::milliseconds timeout() const override { return inner_.timeout(); }
   std::string describe() const override {
-    return inner_.describe() + " throttled to " + std::to_string(link_.gbit) + " Gbit/s" +
+    return inner_.describe() + " throttled to " + std::to_string(gbit_.load()) + " Gbit/s" +
            (link_.shared_nic ? " per rank" : " per link");
   }
 
@@ -149,10 +157,11 @@ class Throttled final : public Transport {
 
   /// Books the link for `bytes`; returns when they will have arrived.
   clock::time_point transmit(int dst, std::size_t bytes) {
+    const double bits_per_second = gbit_.load() * 1e9;
     const auto wire = std::chrono::duration_cast<clock::duration>(
-        std::chrono::duration<double>(static_cast<double>(bytes) * 8.0 / (link_.gbit * 1e9)));
+        std::chrono::duration<double>(static_cast<double>(bytes) * 8.0 / bits_per_second));
     const auto burst = std::chrono::duration_cast<clock::duration>(
-        std::chrono::duration<double>(static_cast<double>(link_.burst) * 8.0 / (link_.gbit * 1e9)));
+        std::chrono::duration<double>(static_cast<double>(link_.burst) * 8.0 / bits_per_second));
     clock::time_point left;
     {
       Bucket& b = links_[link_.shared_nic ? 0 : static_cast<std::size_t>(dst)];
@@ -166,6 +175,7 @@ class Throttled final : public Transport {
 
   T& inner_;
   Link link_;
+  std::atomic<double> gbit_;
   std::vector<Bucket> links_;
   std::mutex held_mutex_;
   std::vector<Held> held_;  // stamps try_recv read before their message's arrival time

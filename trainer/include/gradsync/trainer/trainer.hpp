@@ -56,6 +56,9 @@ struct TrainConfig {
     std::size_t rank = 0, iteration = 0;
   };
   std::optional<InjectNan> inject_nan;
+  /// Called by every rank (global rank, iteration) before each of its iterations: a network that
+  /// changes under the running job (gradsync-train --bandwidth-change).
+  std::function<void(std::size_t rank, std::size_t iteration)> before_iteration;
 };
 
 struct EpochMetrics {

@@ -10,6 +10,10 @@
 
 namespace gradsync::trainer {
 
+// Below gradsync's reserved tags, so a Synchronizer on the same transport never reads them.
+inline constexpr transport::Tag tune_tag = transport::reserved_tags - 1;    ///< measuring, the first choice
+inline constexpr transport::Tag retune_tag = transport::reserved_tags - 2;  ///< the online re-checks
+
 struct MeasuredLink {
   double bytes_per_second = 0;  ///< one way, rank 0 to rank 1
   double latency_seconds = 0;   ///< half the shortest round trip of a small message
@@ -25,5 +29,12 @@ struct Tuning {
 /// Every rank of `t` calls it with the same `space` (rank 0's `profile` is the one used); returns
 /// rank 0's choice on every rank. One rank: nothing to measure, the choice for an idle link.
 Tuning tune_on_link(transport::Transport& t, const sim::Profile& profile, const sim::TuneSpace& space);
+
+/// Every rank calls it at the same point: returns rank 0's `rank0s` on every rank (the others'
+/// argument is ignored), sent with `tag`.
+Tuning share_tuning(transport::Transport& t, transport::Tag tag, const Tuning& rank0s);
+
+/// The simulator's network for `ranks` ranks on `link` (one rank: nothing on the wire).
+sim::Network network(int ranks, const MeasuredLink& link);
 
 }  // namespace gradsync::trainer

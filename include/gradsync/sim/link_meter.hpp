@@ -1,0 +1,121 @@
+#pragma once
+/// The tuner's online re-check (issue 16): what the link delivers, read from the unit timings the
+/// Synchronizer already reports (Options::on_unit), and when that has changed enough to tune again.
+///
+///  - LinkMeter: bytes this rank sent over the time any of its units was on the wire (the union of
+///    the units' started..finished spans: units in flight at once share the link, so summing their
+///    spans, as Statistics::wire_seconds does, would count the link twice).
+///  - LinkWatch: the rate of the first window after a (re)tune is the baseline; two windows in a
+///    row off it by more than `tolerance` the same way (one alone is noise: a busy core, a burst)
+///    mean the network changed, and the bandwidth to tune for is the tuned one scaled by the last
+///    window's ratio to the baseline. Comparing rates measured the same way, not
+///    a rate with the simulator's, keeps what the model gets wrong (latency per step, copies) out
+///    of the decision.
+///
+/// \code
+///   gradsync::sim::LinkMeter meter;
+///   options.on_unit = [&](const gradsync::UnitEvent& e) { meter.add(e); };
+///   ...
+///   gradsync::sim::LinkWatch watch(measured_bytes_per_second, 0.5);
+///   if (auto bw = watch.observe(meter.take().rate())) retune(*bw);   // at an iteration boundary
+/// \endcode
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "../core/statistics.hpp"
+
+namespace gradsync::sim {
+
+/// What one window of units put on the wire.
+struct LinkWindow {
+  std::size_t units = 0;
+  std::size_t bytes = 0;      ///< encoded bytes this rank sent
+  double busy_seconds = 0;    ///< the union of the units' wire spans
+
+  /// Bytes per second while the link was busy; 0 for a window without wire time.
+  double rate() const { return busy_seconds > 0 ? double(bytes) / busy_seconds : 0; }
+};
+
+/// Collects units as they finish (from any thread) and hands them over a window at a time.
+class LinkMeter {
+ public:
+  void add(const UnitEvent& e) {
+    std::lock_guard lock(mutex_);
+    spans_.push_back({e.started, e.finished, e.bytes_sent});
+  }
+
+  /// The units added since the last take(), and starts a new window.
+  LinkWindow take() {
+    std::vector<Span> spans;
+    {
+      std::lock_guard lock(mutex_);
+      spans.swap(spans_);
+    }
+    std::ranges::sort(spans, {}, &Span::started);
+    LinkWindow w;
+    w.units = spans.size();
+    UnitEvent::clock::time_point covered{};  // the end of the union so far
+    for (const Span& s : spans) {
+      w.bytes += s.bytes;
+      const auto from = std::max(s.started, covered);
+      if (s.finished > from) {
+        w.busy_seconds += std::chrono::duration<double>(s.finished - from).count();
+        covered = s.finished;
+      }
+    }
+    return w;
+  }
+
+ private:
+  struct Span {
+    UnitEvent::clock::time_point started, finished;
+    std::size_t bytes;
+  };
+  std::mutex mutex_;
+  std::vector<Span> spans_;
+};
+
+/// Decides, window by window, whether the link has changed since the last (re)tune.
+class LinkWatch {
+ public:
+  /// \param bytes_per_second  the bandwidth the current setting was tuned for
+  /// \param tolerance         relative change of the measured rate that counts as a new network
+  LinkWatch(double bytes_per_second, double tolerance) : tuned_(bytes_per_second), tolerance_(tolerance) {
+    if (!(bytes_per_second > 0) || !(tolerance > 0))
+      throw UsageError("gradsync: LinkWatch needs a positive bandwidth and tolerance");
+  }
+
+  /// A window's rate (LinkWindow::rate()); returns the bandwidth to tune for when the network
+  /// changed (the second window in a row off the baseline), and then takes the next window as
+  /// the new baseline. Windows without wire time
+  /// (rate 0) are ignored.
+  std::optional<double> observe(double rate) {
+    if (!(rate > 0)) return std::nullopt;
+    if (baseline_ == 0) {
+      baseline_ = rate;
+      return std::nullopt;
+    }
+    const double ratio = rate / baseline_;
+    const int side = ratio > 1 + tolerance_ ? 1 : ratio < 1 / (1 + tolerance_) ? -1 : 0;
+    const bool persists = side != 0 && side == last_side_;
+    last_side_ = side;
+    if (!persists) return std::nullopt;
+    tuned_ *= ratio;
+    baseline_ = 0;
+    last_side_ = 0;
+    return tuned_;
+  }
+  double tuned_bytes_per_second() const { return tuned_; }
+
+ private:
+  double tuned_, tolerance_;
+  double baseline_ = 0;  // the rate of the first window after the last (re)tune; 0: not yet measured
+  int last_side_ = 0;    // the last window: slower (-1), faster (+1) or within tolerance (0)
+};
+
+}  // namespace gradsync::sim

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# --tune --retune-every as users run it, on a network that changes under the job
+# (--bandwidth-change): the ranks must re-tune at the same iterations to the same settings (every
+# rank prints its re-tunes), train on to identical weights, and at least one re-tune must happen
+# (the link drops fifty-fold). Without a launcher the ranks are in-process threads.
+# usage: retune.sh TRAINER [LAUNCHER...]   e.g. retune.sh build/gradsync-train mpiexec -np 3
+set -u
+trainer=$1
+shift
+args=(--model resnet20 --width 1 --dataset synthetic --batch 8 --synthetic-size 4000 --iterations 30 --no-eval -q
+  --threads 1 --tune --retune-every 3 --bandwidth 1gbit --bandwidth-change 12:20mbit --print-digest --timeout 60)
+if [ $# -gt 0 ]; then
+  out=$("$@" "$trainer" "${args[@]}" 2>&1)
+else
+  out=$("$trainer" "${args[@]}" --ranks 2 2>&1)
+fi
+rc=$?
+fail() {
+  echo "$out"
+  echo "retune: FAIL: $*"
+  exit 1
+}
+[ $rc = 0 ] || fail "exit $rc"
+ranks=$(echo "$out" | sed -n 's/.*rank \([0-9]*\) weights digest .*/\1/p' | sort -n)
+[ -n "$ranks" ] || fail "no rank printed its digest"
+[ "$(echo "$out" | sed -n 's/.*weights digest //p' | sort -u | wc -l)" = 1 ] || fail "the ranks' weights differ"
+reference=''
+for r in $ranks; do
+  mine=$(echo "$out" | sed -n "s/^gradsync-train: rank $r: --retune-every: //p")
+  [ -n "$mine" ] || fail "rank $r never re-tuned though the link dropped from 1 Gbit/s to 20 Mbit/s"
+  [ -z "$reference" ] && reference=$mine
+  [ "$mine" = "$reference" ] || fail "rank $r re-tuned differently: '$mine' against rank 0's '$reference'"
+done
+echo "$out" | grep -- "--retune-every"
+echo "retune: every rank ($(echo $ranks)) re-tuned alike and ended with the same weights"

@@ -1,0 +1,75 @@
+#pragma once
+// --tune --retune-every N: the tuner's online re-check (issue 16). The Synchronizer runs the
+// setting --tune chose; every N iterations, at the point where the last tensor's mean has been
+// waited for (no unit in flight: an iteration boundary for the Synchronizer), rank 0 reads what
+// the link delivered from the units' timings (sim::LinkMeter), and when the rate has moved by more
+// than the tolerance two windows in a row since the last (re)tune (sim::LinkWatch), tunes again for the rescaled
+// bandwidth. Every rank then receives rank 0's setting at that same boundary; where it differs
+// from the running one, every rank replaces its Synchronizer with one of the new setting, so all
+// switch at the same iteration (the new Synchronizers' handshake checks they agree).
+//
+// Only codecs and priorities without state that depends on the units (no error-feedback
+// residual, no DGT): a new slicing would not know where an old unit's residual belongs.
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include <gradsync/sim/link_meter.hpp>
+
+#include "gradsync/trainer/sync.hpp"
+#include "gradsync/trainer/tune.hpp"
+
+namespace gradsync::trainer {
+
+/// One re-tune, as every rank made it.
+struct Retune {
+  std::size_t iteration = 0;    ///< iterations finished when it re-tuned
+  double bytes_per_second = 0;  ///< the bandwidth it tuned for
+  sim::Setting chosen;
+  bool switched = false;        ///< whether `chosen` replaced another setting
+};
+
+class RetuningSync final : public GradientSync {
+ public:
+  /// A Synchronizer of `setting` on this rank; its Options::on_unit must feed `meter`.
+  using Build = std::function<std::unique_ptr<GradientSync>(const sim::Setting& setting, sim::LinkMeter& meter)>;
+
+  /// \param first      the setting tune_on_link chose (every rank's the same)
+  /// \param profile    rank 0 tunes on it
+  /// \param log        when given, receives every re-tune (rank 0's report)
+  /// \param report     when given, receives this rank's statistics over all its Synchronizers at the end
+  RetuningSync(transport::Transport& t, std::size_t tensors, Tuning first, sim::Profile profile, sim::TuneSpace space,
+               std::size_t every, Build build, std::vector<Retune>* log = nullptr, Statistics* report = nullptr);
+  ~RetuningSync() override;
+
+  void gradient_ready(std::size_t tensor, std::span<float> grad) override { sync_->gradient_ready(tensor, grad); }
+  void wait_for(std::size_t tensor) override;
+  void finish_iteration() override;
+  void load_state(std::size_t iteration, std::span<const float> saved) override;
+  std::string describe() const override { return sync_->describe(); }
+  void abort(const std::string& reason) override { sync_->abort(reason); }
+  void report_loss(float loss) override { sync_->report_loss(loss); }
+  Statistics statistics() const override;
+
+  /// The relative change of the link's rate that counts as a new network.
+  static constexpr double tolerance = 0.5;
+
+ private:
+  void recheck();
+
+  transport::Transport& t_;
+  std::size_t tensors_, every_;
+  Tuning tuning_;
+  sim::Profile profile_;
+  sim::TuneSpace space_;
+  Build build_;
+  std::vector<Retune>* log_;
+  Statistics* report_;
+  sim::LinkMeter meter_;
+  sim::LinkWatch watch_;
+  std::unique_ptr<GradientSync> sync_;
+  Statistics retired_;            // the replaced Synchronizers' counters
+  std::size_t iteration_ = 0;     // iterations finished (a resumed run's count included)
+};
+
+}  // namespace gradsync::trainer
