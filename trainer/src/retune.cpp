@@ -43,11 +43,12 @@ void RetuningSync::load_state(std::size_t iteration, std::span<const float> save
 // The last tensor's mean is in: nothing of this Synchronizer is in flight.
 void RetuningSync::wait_for(std::size_t tensor) {
   sync_->wait_for(tensor);
-  if (tensor + 1 == tensors_ && t_.size() > 1 && iteration_ % every_ == 0) recheck();
+  if (tensor + 1 == tensors_ && iteration_ % every_ == 0) recheck();
 }
 
 void RetuningSync::recheck() {
   const sim::LinkWindow window = meter_.take();  // every rank: the window restarts alike
+  if (t_.size() == 1) return;                     // no link
   Tuning proposal = tuning_;
   if (t_.rank() == 0)
     if (const auto bandwidth = watch_.observe(window.rate())) {
