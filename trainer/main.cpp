@@ -178,7 +178,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", c.threads, "Compute threads in all")->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_option("--sync", pol.sync, "library (gradsync::AnySynchronizer) or local (exact reference all-reduce)")
       ->check(CLI::IsMember({"library", "local"}))->capture_default_str();
-  app.add_option("--slicing", pol.slicing, "Synchronizer slicing policy")->capture_default_str();
+  app.add_option("--slicing", pol.slicing, "Synchronizer slicing policy; auto: --tune")->capture_default_str();
   app.add_option("--priority", pol.priority, "Synchronizer priority policy")->capture_default_str();
   app.add_option("--codec", pol.codec, "Synchronizer codec")->capture_default_str();
   app.add_option("--collective", pol.collective, "Synchronizer collective")->capture_default_str();
@@ -236,6 +236,13 @@ int main(int argc, char** argv) {
 
   c.progress = !quiet;
   c.evaluate = !no_eval;
+  // --slicing auto is --tune, spelt so that Open MPI's processes, which read an argument --tune
+  // as their own "--tune FILE", leave it alone.
+  const bool slicing_auto = pol.slicing == "auto";
+  if (slicing_auto) {
+    tune = true;
+    pol.slicing = Policies{}.slicing;
+  }
   try {
     if (c.model.name == "lstm-lm") {
       c.model.input = {input.empty() ? 32 : parse_shape(input).at(0)};
@@ -315,7 +322,7 @@ int main(int argc, char** argv) {
       std::optional<gradsync::sim::Profile> profile;
       if (tune) {
         for (const char* chosen : {"--slicing", "--collective", "--inflight", "--credit"})
-          if (app.count(chosen))
+          if (app.count(chosen) && !(slicing_auto && chosen == std::string_view("--slicing")))
             throw gradsync::ConfigError(std::string("--tune chooses ") + chosen +
                                         ": drop it (limit the collectives with --tune-collectives)");
         for (const std::string& coll : tune_collectives)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --tune --retune-every as users run it, on a network that changes under the job
+# --slicing auto (--tune) --retune-every as users run it, on a network that changes under the job
 # (--bandwidth-change): the ranks must re-tune at the same iterations to the same settings (every
 # rank prints its re-tunes), train on to identical weights, and at least one re-tune must happen
 # (the link drops fifty-fold). Without a launcher the ranks are in-process threads.
@@ -8,7 +8,7 @@ set -u
 trainer=$1
 shift
 args=(--model resnet20 --width 1 --dataset synthetic --batch 8 --synthetic-size 4000 --iterations 30 --no-eval -q
-  --threads 1 --tune --retune-every 3 --bandwidth 1gbit --bandwidth-change 12:20mbit --print-digest --timeout 60)
+  --threads 1 --slicing auto --retune-every 3 --bandwidth 1gbit --bandwidth-change 12:20mbit --print-digest --timeout 60)
 if [ $# -gt 0 ]; then
   out=$("$@" "$trainer" "${args[@]}" 2>&1)
 else

@@ -16,7 +16,7 @@ RetuningSync::RetuningSync(transport::Transport& t, std::size_t tensors, Tuning 
                            Statistics* report)
     : t_(t), tensors_(tensors), every_(every), tuning_(std::move(first)), profile_(std::move(profile)),
       space_(std::move(space)), build_(std::move(build)), log_(log), report_(report),
-      watch_(t.size() > 1 ? tuning_.link.bytes_per_second : 1.0, tolerance),
+      watch_(tolerance),
       sync_(build_(tuning_.chosen, meter_)) {
   if (every_ == 0) throw ConfigError("--retune-every must be at least 1 iteration");
 }
@@ -49,16 +49,15 @@ void RetuningSync::wait_for(std::size_t tensor) {
 void RetuningSync::recheck() {
   const sim::LinkWindow window = meter_.take();  // every rank: the window restarts alike
   if (t_.size() == 1) return;                     // no link
-  Tuning proposal = tuning_;
-  if (t_.rank() == 0)
-    if (const auto bandwidth = watch_.observe(window.rate())) {
-      proposal.link.bytes_per_second = *bandwidth;
-      proposal.chosen = sim::tune(profile_, network(t_.size(), proposal.link), space_).front();
-    }
-  const Tuning next = share_tuning(t_, retune_tag, proposal);
-  if (next.link.bytes_per_second == tuning_.link.bytes_per_second) return;  // the link held
+  // Rank 0 tells every rank whether the rate moved (0: it held); then all measure the link again
+  // and tune as at start-up, since the spans read the link's rate only where it is the bottleneck.
+  double moved = 0;
+  if (t_.rank() == 0) moved = watch_.observe(window.rate()).value_or(0);
+  from_rank0(t_, retune_tag, moved);
+  if (moved == 0) return;
+  Tuning next = tune_on_link(t_, profile_, space_);
   const bool change = !same(next.chosen, tuning_.chosen);
-  tuning_ = next;
+  tuning_ = std::move(next);
   if (change) {
     retired_ += sync_->statistics();
     sync_.reset();  // drained: its destructor waits for nothing
@@ -66,9 +65,9 @@ void RetuningSync::recheck() {
     sync_->load_state(iteration_, {});  // stochastic codecs key their random numbers on the iteration
   }
   std::fprintf(stderr,
-               "gradsync-train: rank %d: --retune-every: after iteration %zu the link reads %.3g Gbit/s; %s --slicing "
-               "%s --collective %s --inflight %zu --credit %zu\n",
-               t_.rank(), iteration_, tuning_.link.bytes_per_second * 8 / 1e9, change ? "switched to" : "kept",
+               "gradsync-train: rank %d: --retune-every: after iteration %zu the units' rate moved x%.2g; the link "
+               "measures %.3g Gbit/s; %s --slicing %s --collective %s --inflight %zu --credit %zu\n",
+               t_.rank(), iteration_, moved, tuning_.link.bytes_per_second * 8 / 1e9, change ? "switched to" : "kept",
                tuning_.chosen.slicing.c_str(), tuning_.chosen.collective.c_str(), tuning_.chosen.inflight_units,
                tuning_.chosen.credit_bytes >> 20);
   if (log_) log_->push_back({iteration_, tuning_.link.bytes_per_second, tuning_.chosen, change});

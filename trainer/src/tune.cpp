@@ -10,7 +10,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int round_trips = 10;
-constexpr std::size_t bulk_messages = 4, bulk_bytes = std::size_t(4) << 20;
+// The bulk part: enough 1 MiB messages to keep the link busy for about bulk_seconds, at most
+// max_bulk_messages (4 x 4 MiB took 4.6 s at 30 Mbit/s, a pause in training for a re-check).
+constexpr std::size_t bulk_bytes = std::size_t(1) << 20, max_bulk_messages = 16;
+constexpr double bulk_seconds = 0.25;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -24,12 +27,22 @@ MeasuredLink measure(transport::Transport& t) {
     t.recv(1, tune_tag, small);
     rtt = std::min(rtt, seconds_since(t0));
   }
+  // Two messages on the link at a time, each acknowledged: the clock runs on what rank 1 has,
+  // not on what the send buffers took in.
   std::vector<std::byte> bulk(bulk_bytes);
   const auto t0 = Clock::now();
-  for (std::size_t i = 0; i < bulk_messages; ++i) t.send(1, tune_tag, bulk);
-  t.recv(1, tune_tag, small);  // rank 1 has all of it
+  std::size_t sent = 0;
+  for (; sent < 2; ++sent) t.send(1, tune_tag, bulk);
+  for (std::size_t acked = 0; acked < sent; ++acked) {
+    t.recv(1, tune_tag, small);
+    if (sent < max_bulk_messages && seconds_since(t0) < bulk_seconds) {
+      t.send(1, tune_tag, bulk);
+      ++sent;
+    }
+  }
   const double seconds = std::max(seconds_since(t0) - rtt, 1e-9);
-  return {double(bulk_messages * bulk_bytes) / seconds, rtt / 2};
+  t.send(1, tune_tag, small);  // the end of the bulk part
+  return {double(sent * bulk_bytes) / seconds, rtt / 2};
 }
 
 void echo(transport::Transport& t) {
@@ -39,8 +52,7 @@ void echo(transport::Transport& t) {
     t.send(0, tune_tag, small);
   }
   std::vector<std::byte> bulk(bulk_bytes);
-  for (std::size_t i = 0; i < bulk_messages; ++i) t.recv(0, tune_tag, bulk);
-  t.send(0, tune_tag, small);
+  while (t.recv(0, tune_tag, bulk) == bulk_bytes) t.send(0, tune_tag, small);
 }
 
 // The choice as it travels from rank 0.
@@ -56,8 +68,7 @@ void copy_name(char (&to)[64], const std::string& from) {
   from.copy(to, from.size());
 }
 
-}  // namespace
-
+// Every rank calls it at the same point: returns rank 0's `rank0s` on every rank, sent with `tag`.
 Tuning share_tuning(transport::Transport& t, transport::Tag tag, const Tuning& rank0s) {
   Message m{};
   if (t.rank() == 0) {
@@ -70,16 +81,16 @@ Tuning share_tuning(transport::Transport& t, transport::Tag tag, const Tuning& r
     m.bytes_per_second = rank0s.link.bytes_per_second;
     m.latency_seconds = rank0s.link.latency_seconds;
     m.wall_seconds = rank0s.wall_seconds;
-    for (int r = 1; r < t.size(); ++r) t.send(r, tag, std::as_bytes(std::span(&m, 1)));
-    return rank0s;
   }
-  if (t.recv(0, tag, std::as_writable_bytes(std::span(&m, 1))) != sizeof m)
-    throw PeerError("gradsync-train: --tune: rank 0's choice came malformed (the ranks run different builds?)");
+  from_rank0(t, tag, m);
+  if (t.rank() == 0) return rank0s;
   return {{m.slicing, m.collective, m.inflight_units, m.credit_bytes, m.seconds},
           m.default_seconds,
           {m.bytes_per_second, m.latency_seconds},
           m.wall_seconds};
 }
+
+}  // namespace
 
 Tuning tune_on_link(transport::Transport& t, const sim::Profile& profile, const sim::TuneSpace& space) {
   Tuning tuning;

@@ -7,17 +7,18 @@
 ///    spans, as Statistics::wire_seconds does, would count the link twice).
 ///  - LinkWatch: the rate of the first window after a (re)tune is the baseline; two windows in a
 ///    row off it by more than `tolerance` the same way (one alone is noise: a busy core, a burst)
-///    mean the network changed, and the bandwidth to tune for is the tuned one scaled by the last
-///    window's ratio to the baseline. Comparing rates measured the same way, not
-///    a rate with the simulator's, keeps what the model gets wrong (latency per step, copies) out
-///    of the decision.
+///    mean the network changed. Comparing rates measured the same way, not a rate with the
+///    simulator's, keeps what the model gets wrong (latency per step, copies) out of the decision.
+///    The spans say that the link changed, not what it became: they read its rate only while it
+///    is the bottleneck (with compute in the way, a 30 Mbit/s link that became 1 Gbit/s read 0.23
+///    Gbit/s), so the caller measures the link again before it tunes.
 ///
 /// \code
 ///   gradsync::sim::LinkMeter meter;
 ///   options.on_unit = [&](const gradsync::UnitEvent& e) { meter.add(e); };
 ///   ...
-///   gradsync::sim::LinkWatch watch(measured_bytes_per_second, 0.5);
-///   if (auto bw = watch.observe(meter.take().rate())) retune(*bw);   // at an iteration boundary
+///   gradsync::sim::LinkWatch watch(0.5);
+///   if (watch.observe(meter.take().rate())) remeasure_and_retune();   // at an iteration boundary
 /// \endcode
 #include <algorithm>
 #include <chrono>
@@ -83,17 +84,14 @@ class LinkMeter {
 /// Decides, window by window, whether the link has changed since the last (re)tune.
 class LinkWatch {
  public:
-  /// \param bytes_per_second  the bandwidth the current setting was tuned for
-  /// \param tolerance         relative change of the measured rate that counts as a new network
-  LinkWatch(double bytes_per_second, double tolerance) : tuned_(bytes_per_second), tolerance_(tolerance) {
-    if (!(bytes_per_second > 0) || !(tolerance > 0))
-      throw UsageError("gradsync: LinkWatch needs a positive bandwidth and tolerance");
+  /// \param tolerance  relative change of the measured rate that counts as a new network
+  explicit LinkWatch(double tolerance) : tolerance_(tolerance) {
+    if (!(tolerance > 0)) throw UsageError("gradsync: LinkWatch needs a positive tolerance");
   }
 
-  /// A window's rate (LinkWindow::rate()); returns the bandwidth to tune for when the network
-  /// changed (the second window in a row off the baseline), and then takes the next window as
-  /// the new baseline. Windows without wire time
-  /// (rate 0) are ignored.
+  /// A window's rate (LinkWindow::rate()); when the network changed (the second window in a row
+  /// off the baseline the same way) returns that window's rate over the baseline, and takes the
+  /// next window as the new baseline. Windows without wire time (rate 0) are ignored.
   std::optional<double> observe(double rate) {
     if (!(rate > 0)) return std::nullopt;
     if (baseline_ == 0) {
@@ -105,15 +103,13 @@ class LinkWatch {
     const bool persists = side != 0 && side == last_side_;
     last_side_ = side;
     if (!persists) return std::nullopt;
-    tuned_ *= ratio;
     baseline_ = 0;
     last_side_ = 0;
-    return tuned_;
+    return ratio;
   }
-  double tuned_bytes_per_second() const { return tuned_; }
 
  private:
-  double tuned_, tolerance_;
+  double tolerance_;
   double baseline_ = 0;  // the rate of the first window after the last (re)tune; 0: not yet measured
   int last_side_ = 0;    // the last window: slower (-1), faster (+1) or within tolerance (0)
 };

@@ -2,11 +2,12 @@
 // --tune --retune-every N: the tuner's online re-check (issue 16). The Synchronizer runs the
 // setting --tune chose; every N iterations, at the point where the last tensor's mean has been
 // waited for (no unit in flight: an iteration boundary for the Synchronizer), rank 0 reads what
-// the link delivered from the units' timings (sim::LinkMeter), and when the rate has moved by more
-// than the tolerance two windows in a row since the last (re)tune (sim::LinkWatch), tunes again for the rescaled
-// bandwidth. Every rank then receives rank 0's setting at that same boundary; where it differs
-// from the running one, every rank replaces its Synchronizer with one of the new setting, so all
-// switch at the same iteration (the new Synchronizers' handshake checks they agree).
+// the link delivered from the units' timings (sim::LinkMeter). When the rate has moved by more
+// than the tolerance two windows in a row since the last (re)tune (sim::LinkWatch), every rank
+// hears so at that boundary and takes part in measuring the link again and tuning, as --tune does
+// at start-up (tune_on_link). Where the new setting differs from the running one, every rank
+// replaces its Synchronizer with one of the new setting, so all switch at the same iteration (the
+// new Synchronizers' handshake checks they agree).
 //
 // Only codecs and priorities without state that depends on the units (no error-feedback
 // residual, no DGT): a new slicing would not know where an old unit's residual belongs.
