@@ -37,6 +37,23 @@ topo_die() {
   exit 1
 }
 
+# topo_skip_unless_usable NAME TRAINER: for ctest scripts: prints "NAME SKIPPED: why" and exits
+# 77 (ctest: skipped) where a topology cannot run gradsync-train here (not root, no mpirun,
+# TRAINER not built, no network namespaces).
+topo_skip_unless_usable() {
+  local why='' probe=$TOPO_PREFIX-probe-$$
+  if [ "$(id -u)" -ne 0 ]; then why="network namespaces need root (run as root)"
+  elif ! command -v mpirun >/dev/null; then why="mpirun is missing (apt-get install openmpi-bin)"
+  elif [ ! -x "$2" ]; then why="$2 is not built"
+  elif ! ip netns add "$probe" 2>/dev/null; then why="cannot create a network namespace here (no CAP_SYS_ADMIN?)"
+  else
+    ip netns del "$probe"
+    return 0
+  fi
+  echo "$1 SKIPPED: $why"
+  exit 77
+}
+
 # The checks every entry point needs; each message names the fix.
 topo_require() {
   [ "$(id -u)" -eq 0 ] || topo_die "network namespaces need root: run as root (sudo $0 ...)"

@@ -28,20 +28,10 @@ done
 [ -n "$trainer" ] && [ -n "$out" ] || { echo "usage: faults.sh --trainer PATH --out DIR [--smoke]" >&2; exit 2; }
 trainer=$(readlink -f "$trainer")
 
-skip() {
-  echo "faults SKIPPED: $*"
-  exit 77
-}
-[ "$(id -u)" -eq 0 ] || skip "network namespaces need root (run as root)"
-command -v mpirun >/dev/null || skip "mpirun is missing (apt-get install openmpi-bin)"
-[ -x "$trainer" ] || skip "$trainer is not built"
-probe=gsf-probe-$$
-ip netns add "$probe" 2>/dev/null || skip "cannot create a network namespace here (no CAP_SYS_ADMIN?)"
-ip netns del "$probe"
-
 # Our own names and subnet, told apart from a sweep's (gse2e, 10.77.0) running beside us.
 export TOPO_PREFIX=gsf TOPO_NET=10.78.0
 source "$FAULTS_DIR/../../benchmarks/e2e/topology.sh"
+topo_skip_unless_usable faults "$trainer"
 NODES=3
 rm -rf "$out"
 mkdir -p "$out/logs" "$out/ckpt"
