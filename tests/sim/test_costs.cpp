@@ -102,6 +102,20 @@ TEST_CASE("compute-bound: the iteration takes the compute time", "[sim][cost]") 
   for (double s : r.iteration_seconds) CHECK(s == Approx(0.9));
 }
 
+TEST_CASE("one rank: nothing to synchronize, every iteration takes the compute", "[sim][cost]") {
+  // A unit without stages completes inside the window's decision; the simulator used to stall
+  // there, with the next forward pass waiting for it and no event left to wake it.
+  sim::Network net;
+  net.ranks = 1;
+  for (const char* collective : {"ring", "hierarchical", "reduce-broadcast", "ps"}) {
+    CAPTURE(collective);
+    const auto r = sim::simulate(one_layer(1000, 0.1, 0.2), gradsync::slicing::FixedSlices{},
+                                 gradsync::priority::ForwardOrder{}, sim::CodecModel::parse("fp32"),
+                                 sim::CollectiveModel::parse(collective), net, {.iterations = 5});
+    for (double s : r.iteration_seconds) CHECK(s == Approx(0.3));
+  }
+}
+
 TEST_CASE("a co-located parameter server moves the ring's bytes; a small window exposes its incast",
           "[sim][cost]") {
   // p = 4, 400,000 values: each rank sends and receives 2 * 3/4 of 1.6 MB on average, as in the ring.

@@ -206,10 +206,12 @@ class Engine {
     }
   }
 
+  // Compute last: a unit without stages (one rank) completes inside dispatch, and the forward
+  // waiting for it must see that at once (nothing else would wake it).
   void decide(double t) {
-    advance_compute(t);
     dispatch(t);
     grant(t);
+    advance_compute(t);
   }
 
   // ---- compute ----
