@@ -61,7 +61,7 @@ TEST_CASE("the automatic threshold on small and uniform models compresses everyt
   CHECK(fp32_elements(ties, bypass_threshold(ties, bypass_auto)) == 0);
 }
 
-TEST_CASE("an explicit bypass is used as given; codecs report their knob", "[codec][bypass]") {
+TEST_CASE("an explicit bypass is used as given - codecs report their knob", "[codec][bypass]") {
   const std::vector<std::size_t> sizes{10, 100, 1000};
   CHECK(bypass_threshold(sizes, 0) == 0);
   CHECK(bypass_threshold(sizes, 101) == 101);

@@ -109,7 +109,7 @@ TEST_CASE("QSGD draws depend on the key only, each element within one level of i
   }
 }
 
-TEST_CASE("QSGD of an all-zero bucket decodes to zeros; the extreme of a bucket is exact", "[codec][qsgd]") {
+TEST_CASE("QSGD of an all-zero bucket decodes to zeros - the extreme of a bucket is exact", "[codec][qsgd]") {
   const Qsgd<2> q{.bypass_below = 0};
   std::vector<float> v(300, 0.0f);
   v[200] = -3.0f;  // the max of the second bucket: decodes exactly (level s with probability 1)

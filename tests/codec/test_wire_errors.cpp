@@ -102,7 +102,7 @@ TEST_CASE("TopK rejects out-of-range, repeated and unordered indices without tou
   CHECK(out == std::vector<float>(n, 1.0f));
 }
 
-TEST_CASE("random bytes are rejected; random payloads behind a valid header never read out of bounds", "[codec][wire]") {
+TEST_CASE("random bytes are rejected - random payloads behind a valid header never read out of bounds", "[codec][wire]") {
   std::mt19937 gen(77);
   for (std::string_view spec : codec_cases::specs) {
     INFO(spec);

@@ -137,7 +137,7 @@ TEST_CASE("DGT over the parameter server: late blocks dropped at the deadline, k
   REQUIRE(std::ranges::any_of(got[0].residuals, [](float x) { return x != 0.0f; }));
 }
 
-TEST_CASE("DGT with no loss on the way equals the reliable parameter server; with the loss flat all blocks are important",
+TEST_CASE("DGT with no loss on the way equals the reliable parameter server - with the loss flat all blocks are important",
           "[dgt]") {
   const int ranks = 3;
   MemoryChannels perfect(ranks, [](int, int, int) { return false; });

@@ -155,7 +155,7 @@ class Recording final : public testing::Forwarding {
 };
 }  // namespace
 
-TEST_CASE("every message of a compressed tensor is compressed; small tensors go as exact fp32", "[collective][lossy]") {
+TEST_CASE("every message of a compressed tensor is compressed - small tensors go as exact fp32", "[collective][lossy]") {
   // Slices of 1,500 elements on 4 ranks: every ring segment is far under the old per-message
   // threshold of 16,384, yet each one must carry the codec. The 40-element bias is under the
   // explicit threshold and goes as fp32, bit-identical to an fp32 run.

@@ -98,7 +98,7 @@ TEST_CASE("Device fp16/bf16 (one element per index) give the host bytes and valu
   check_narrow<gd::Bf16Format>();
 }
 
-TEST_CASE("Device QSGD decomposition (block scale, one word per index; decode one element per index) gives the host bytes", "[cuda][twin]") {
+TEST_CASE("Device QSGD decomposition (block scale, one word per index - decode one element per index) gives the host bytes", "[cuda][twin]") {
   for (auto norm : {QsgdNorm::max, QsgdNorm::l2}) {
     check_qsgd(Qsgd<2>{.norm = norm, .bypass_below = 0});
     check_qsgd(Qsgd<4>{.bucket = 1024, .norm = norm, .bypass_below = 0});

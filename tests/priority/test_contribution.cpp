@@ -33,7 +33,7 @@ TEST_CASE("contribution: sliding average of mean |g| per block, top p% important
   CHECK(important == std::vector<std::uint8_t>{1, 0});
 }
 
-TEST_CASE("contribution: p = p0 * loss_t / loss_0, clamped to [0, 1]; bad knobs refused", "[dgt]") {
+TEST_CASE("contribution: p = p0 * loss_t / loss_0, clamped to [0, 1] - bad knobs refused", "[dgt]") {
   CHECK(priority::Contribution{.p0 = 1.0f}.share(1.0f) == 1.0);
   CHECK(priority::Contribution{.p0 = 1.0f}.share(0.5f) == 0.5);
   CHECK(priority::Contribution{.p0 = 0.5f}.share(0.4f) == Approx(0.2));

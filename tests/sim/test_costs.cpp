@@ -116,7 +116,7 @@ TEST_CASE("one rank: nothing to synchronize, every iteration takes the compute",
   }
 }
 
-TEST_CASE("a co-located parameter server moves the ring's bytes; a small window exposes its incast",
+TEST_CASE("a co-located parameter server moves the ring's bytes - a small window exposes its incast",
           "[sim][cost]") {
   // p = 4, 400,000 values: each rank sends and receives 2 * 3/4 of 1.6 MB on average, as in the ring.
   const auto net = sim::Network::from(gradsync::Link::parse("1gbit"), 4);

@@ -159,7 +159,7 @@ TEST_CASE("P3 Figure 6(a): a heavy middle layer at layer granularity", "[sim][p3
         std::vector<double>{15, 15, 15});
 }
 
-TEST_CASE("P3 Figure 6(b): slicing pipelines the heavy layer; with priority the next iteration starts early",
+TEST_CASE("P3 Figure 6(b): slicing pipelines the heavy layer - with priority the next iteration starts early",
           "[sim][p3]") {
   // fixed slices of 31.25M values: unit 0 = layer 0, units 1-3 = layer 1's three slices (a, b, c),
   // unit 4 = layer 2.

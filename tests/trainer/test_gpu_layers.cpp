@@ -21,7 +21,7 @@ void require_close(const std::vector<float>& got, const std::vector<float>& want
 }
 }  // namespace
 
-TEST_CASE("Device Conv2d matches direct convolution on the host; gradients check", "[gpu]") {
+TEST_CASE("Device Conv2d matches direct convolution on the host - gradients check", "[gpu]") {
   const std::size_t n = 2, ci = 3, co = 4, h = 7, w = 6, k = 3, stride = 2, pad = 1;
   Conv2d conv("conv", ci, co, k, stride, pad, true);
   init(conv);
@@ -49,7 +49,7 @@ TEST_CASE("Device Conv2d matches direct convolution on the host; gradients check
   GradCheck{}.run(conv, x);
 }
 
-TEST_CASE("Device BatchNorm2d normalizes like the host formula; gradients check", "[gpu]") {
+TEST_CASE("Device BatchNorm2d normalizes like the host formula - gradients check", "[gpu]") {
   BatchNorm2d bn("bn", 3);
   init(bn);
   const Tensor x = random_tensor({4, 3, 3, 2}, 13);
@@ -73,7 +73,7 @@ TEST_CASE("Device BatchNorm2d normalizes like the host formula; gradients check"
   GradCheck{.eps = 1e-3}.run(bn, x);
 }
 
-TEST_CASE("Device Linear (cuBLAS) matches the host product; gradients check", "[gpu]") {
+TEST_CASE("Device Linear (cuBLAS) matches the host product - gradients check", "[gpu]") {
   Linear fc("fc", 5, 3, true);
   init(fc);
   const Tensor x = random_tensor({4, 5}, 21);

@@ -46,7 +46,7 @@ TEST_CASE("A run's profile has the model's layout and positive per-layer times",
   CHECK(p.compute_seconds() > 0);
 }
 
-TEST_CASE("A profile needs a recorded iteration; evaluations between steps add no layer", "[trainer][profile]") {
+TEST_CASE("A profile needs a recorded iteration - evaluations between steps add no layer", "[trainer][profile]") {
   LayerProfiler empty;
   CHECK_THROWS_AS(empty.profile("x"), std::logic_error);
 

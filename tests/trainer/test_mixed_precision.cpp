@@ -228,7 +228,7 @@ TEST_CASE("Mixed precision: checkpoint + resume is bit-identical (fp32 masters, 
   std::filesystem::remove(part);
 }
 
-TEST_CASE("Mixed precision trains like fp32; an oversized loss scale only skips steps", "[trainer][mixed]") {
+TEST_CASE("Mixed precision trains like fp32 - an oversized loss scale only skips steps", "[trainer][mixed]") {
   TrainConfig c = test::small_resnet_config();
   const TrainResult fp32 = train(c);
   c.precision = "mixed";

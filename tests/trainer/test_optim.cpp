@@ -22,7 +22,7 @@ Param make(std::vector<float> w, std::vector<float> g, bool decay, std::size_t i
 }
 }  // namespace
 
-TEST_CASE("SGD with momentum; weight decay only where allowed", "[trainer][optim]") {
+TEST_CASE("SGD with momentum - weight decay only where allowed", "[trainer][optim]") {
   Param w = make({1.0f, -2.0f}, {0.5f, 0.5f}, true, 0);
   Param b = make({1.0f}, {0.5f}, false, 1);
   Optimizer opt({&w, &b}, {.momentum = 0.9f, .weight_decay = 0.1f});

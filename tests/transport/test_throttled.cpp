@@ -10,7 +10,7 @@ using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 using testing::Aggregates;
 
-TEST_CASE("link strings: gbit, mbit, latency; bad ones name the format") {
+TEST_CASE("link strings: gbit, mbit, latency - bad ones name the format") {
   using transport::Link;
   REQUIRE(Link::parse("1gbit").gbit == 1.0);
   REQUIRE(Link::parse("10gbit").gbit == 10.0);
