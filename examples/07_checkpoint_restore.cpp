@@ -1,9 +1,10 @@
 // 07: checkpoint and restore. A codec with error feedback (here 1-bit) keeps a residual per unit
-// between iterations, and stochastic codecs key their random numbers on the iteration: a resumed
-// run continues bit-identically only if it restores both, next to the model's own state.
+// between iterations, stochastic codecs key their random numbers on the iteration, and DGT's
+// priority learns each block's contribution: a resumed run continues bit-identically only if it
+// restores the synchronizer's iteration and state, next to the model's own.
 //
-//   save:    sync.wait_all(); iteration = sync.iteration(); residuals = sync.residuals() (copy them)
-//   resume:  a new Synchronizer (same layout and policies), then sync.restore(iteration, residuals)
+//   save:    sync.wait_all(); iteration = sync.iteration(); state = sync.state()
+//   resume:  a new Synchronizer (same layout and policies), then sync.restore(iteration, state)
 //            before its first gradient_ready
 //
 // The program trains 10 iterations straight through, then 6 + (checkpoint, new synchronizer,
@@ -27,7 +28,7 @@ const gs::ModelLayout layout{{"w", 6'000}, {"b", 500}};
 struct Checkpoint {
   std::vector<std::vector<float>> params;
   std::int64_t iteration = 0;
-  std::vector<float> residuals;
+  std::vector<float> sync_state;
 };
 
 /// `steps` SGD steps of rank `rank` on a quadratic whose minimum differs per rank, from `state`.
@@ -50,7 +51,7 @@ void train(Sync& sync, int rank, int steps, Checkpoint& state) {
   }
   sync.wait_all();
   state.iteration = sync.iteration();
-  state.residuals.assign(sync.residuals().begin(), sync.residuals().end());
+  state.sync_state = sync.state();
 }
 
 Checkpoint fresh() {
@@ -71,16 +72,16 @@ int main() {
       train(sync, rank, 6, resumed[rank]);
     });
     // resumed[] is what each rank would write to disk; a new process reads it back:
-    example::check(resumed[0].iteration == 6 && !resumed[0].residuals.empty(), "1-bit keeps residuals");
+    example::check(resumed[0].iteration == 6 && !resumed[0].sync_state.empty(), "1-bit keeps residuals");
     example::on_ranks(2, [&](int rank, gs::transport::Transport& t) {
       Sync sync{t, layout};
-      sync.restore(resumed[rank].iteration, resumed[rank].residuals);
+      sync.restore(resumed[rank].iteration, resumed[rank].sync_state);
       train(sync, rank, 4, resumed[rank]);
     });
     for (int r = 0; r < 2; ++r) {
       example::check(resumed[r].iteration == straight[r].iteration, "the iteration count continues");
       example::check(resumed[r].params == straight[r].params, "the resumed run is bit-identical to the straight one");
-      example::check(resumed[r].residuals == straight[r].residuals, "and so are the residuals");
+      example::check(resumed[r].sync_state == straight[r].sync_state, "and so is the synchronizer state (residuals)");
     }
     // Without restore() the residuals start from zero and the runs differ.
     std::vector<Checkpoint> forgot(2, fresh());
@@ -94,6 +95,6 @@ int main() {
     });
     example::check(forgot[0].params != straight[0].params, "skipping restore() changes the result");
     std::printf("resumed at iteration 6 with %zu residual values per rank: identical to the straight run\n",
-                resumed[0].residuals.size());
+                resumed[0].sync_state.size());
   });
 }

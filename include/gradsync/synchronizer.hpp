@@ -203,27 +203,42 @@ class Synchronizer {
   Statistics stats() const { return stats_.snapshot(); }
 
   // Checkpoints: what a resumed run needs to continue bit-identically, per rank. iteration():
-  // iterations finished (stochastic codecs key their random numbers on it); residuals(): the
-  // error-feedback memory of a codec with needs_residual() (onebit, topk, ef+...), every
-  // compressed unit's back to back in units() order (bypassed ones keep none), empty otherwise.
-  // Read both between iterations, after wait_all(): executors update the residuals while units
-  // are in flight.
+  // iterations finished (stochastic codecs key their random numbers on it); state(): the rest,
+  // empty when nothing. It holds residuals() — the error-feedback memory of a codec with
+  // needs_residual() (onebit, topk, ef+...) and DGT's dropped blocks, every unit's back to back
+  // in units() order (bypassed ones keep none) — then what the priority learned (DGT: every
+  // block's contribution, then loss_0), so a resumed DGT run classifies blocks as the
+  // interrupted one would have. Read them between iterations, after wait_all(): executors update
+  // both while units are in flight.
   std::int64_t iteration() const { return iteration_.load(); }
   std::span<const float> residuals() const { return table_.residuals(); }
-  /// Puts a new synchronizer (same layout and policies, on every rank) where a saved one was.
-  /// Call before the first gradient_ready; throws UsageError otherwise or when the residuals'
-  /// size differs.
-  void restore(std::int64_t iteration, std::span<const float> residuals) {
+  std::size_t state_size() const {
+    return table_.residuals().size() + priority::state_size(p_.priority) + (priority::classifies(p_.priority) ? 1 : 0);
+  }
+  std::vector<float> state() const {
+    std::vector<float> s(state_size());
+    const std::span<float> out(s);
+    std::ranges::copy(table_.residuals(), out.begin());
+    priority::save_state(p_.priority, out.subspan(table_.residuals().size(), priority::state_size(p_.priority)));
+    if (priority::classifies(p_.priority)) s.back() = first_loss_;
+    return s;
+  }
+  /// Puts a new synchronizer (same layout and policies, on every rank) where a saved one was:
+  /// `state` as state() gave it. Call before the first gradient_ready; throws UsageError
+  /// otherwise or when the state's size differs.
+  void restore(std::int64_t iteration, std::span<const float> state) {
     if (iteration < 0) throw UsageError("gradsync: restore(): negative iteration " + std::to_string(iteration));
-    if (residuals.size() != table_.residuals().size())
-      throw UsageError("gradsync: restore(): " + std::to_string(residuals.size()) + " residual values, but codec '" +
-                       std::string(p_.codec.name()) + "' with these units keeps " +
-                       std::to_string(table_.residuals().size()) +
-                       "; restore state saved with the same model, slicing and codec");
+    if (state.size() != state_size())
+      throw UsageError("gradsync: restore(): " + std::to_string(state.size()) + " values of state, but " +
+                       describe() + " with these units keeps " + std::to_string(state_size()) +
+                       "; restore state saved with the same model, slicing, priority and codec");
     for (std::size_t l = 0; l < table_.layers(); ++l)
       if (table_.submitted(l) != -1)
         throw UsageError("gradsync: restore() after gradient_ready; restore a newly constructed synchronizer");
-    std::ranges::copy(residuals, table_.residuals().begin());
+    const std::size_t residuals = table_.residuals().size();
+    std::ranges::copy(state.first(residuals), table_.residuals().begin());
+    priority::load_state(p_.priority, state.subspan(residuals, priority::state_size(p_.priority)));
+    if (priority::classifies(p_.priority)) first_loss_ = state.back();
     iteration_.store(iteration);
   }
 

@@ -14,6 +14,7 @@
 #include "gradsync/trainer/mixed_precision.hpp"
 #include "gradsync/trainer/sync.hpp"
 #include "gradsync/trainer/trainer.hpp"
+#include "resume.hpp"
 #include "small_config.hpp"
 
 using namespace gradsync::trainer;
@@ -211,12 +212,7 @@ TEST_CASE("Mixed precision: checkpoint + resume is bit-identical (fp32 masters, 
   const TrainResult uninterrupted = train(c);
   REQUIRE(uninterrupted.skipped_steps > 0);
 
-  c.checkpoint = part;
-  c.stop_after = 5;
-  train(c);
-  c.stop_after = 0;
-  c.resume = part;
-  const TrainResult resumed = train(c);
+  const TrainResult resumed = test::stop_and_resume(c, part, 5, [](const TrainConfig& t) { return train(t); });
   CHECK(resumed.weights == uninterrupted.weights);
   CHECK(resumed.loss_scale == uninterrupted.loss_scale);
   CHECK(resumed.skipped_steps == uninterrupted.skipped_steps);

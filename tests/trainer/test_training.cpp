@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "gradsync/trainer/trainer.hpp"
+#include "resume.hpp"
 
 using namespace gradsync::trainer;
 
@@ -51,12 +52,8 @@ TEST_CASE("Checkpoint + resume is bit-identical to an uninterrupted run", "[trai
   c.checkpoint = whole;
   const TrainResult uninterrupted = train(c);
 
-  c.checkpoint = part;
-  c.stop_after = 5;  // "preempted" mid-epoch (8 iterations per epoch)
-  train(c);
-  c.stop_after = 0;
-  c.resume = part;
-  const TrainResult resumed = train(c);
+  // "preempted" mid-epoch (8 iterations per epoch)
+  const TrainResult resumed = test::stop_and_resume(c, part, 5, [](const TrainConfig& t) { return train(t); });
   CHECK(resumed.iterations == 7);
   CHECK(resumed.weights == uninterrupted.weights);
   CHECK(read_all(part) == read_all(whole));  // weights, momentum and batch-norm statistics

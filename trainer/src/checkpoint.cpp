@@ -78,7 +78,7 @@ std::string previous_checkpoint_path(const std::string& checkpoint) { return che
 void save_checkpoint(const std::string& path, const TrainConfig& config, std::size_t iteration, const Model& model,
                      Optimizer& optimizer, const GradientSync& sync, const LossScaler* scaler) {
   nlohmann::json header = {{"config", identity(config)}, {"iteration", iteration}, {"sync", sync.describe()},
-                           {"sync_state", !sync.state().empty()}};
+                           {"sync_state", sync.state_size() > 0}};
   if (scaler) {
     const auto s = scaler->state();
     header["loss_scaler"] = {{"scale", s.scale}, {"clean", s.clean}, {"skipped", s.skipped}};
@@ -94,7 +94,7 @@ void save_checkpoint(const std::string& path, const TrainConfig& config, std::si
 }
 
 void save_sync_state(const std::string& path, std::size_t rank, std::size_t iteration, const GradientSync& sync) {
-  if (sync.state().empty()) return;
+  if (sync.state_size() == 0) return;
   write_atomically(sync_state_path(path, rank), sync_state_path(previous_checkpoint_path(path), rank),
                    [&](std::ofstream& out) {
     write_header(out, state_magic, {{"iteration", iteration}, {"rank", rank}, {"sync", sync.describe()}});
@@ -184,8 +184,8 @@ std::size_t load_checkpoint(const std::string& path, const TrainConfig& config, 
     }
     std::ifstream sin(*own_state, std::ios::binary);
     CheckpointReader state_reader(sin, state_magic, *own_state, "gradsync-train codec state");
-    std::vector<float> saved(sync.state().size());
-    state_reader.read(saved, "codec residuals");
+    std::vector<float> saved(sync.state_size());
+    state_reader.read(saved, "synchronizer state (residuals, DGT contributions)");
     sync.load_state(iteration, saved);
     return iteration;
   }

@@ -316,7 +316,7 @@ class RankLoop {
       const bool epoch_end = index == plan_.bpe - 1 || it + 1 == plan_.total;
       const bool save_now = !cfg_.checkpoint.empty() &&
                             (epoch_end || it + 1 == end || (cfg_.checkpoint_every && (it + 1) % cfg_.checkpoint_every == 0));
-      if (save_now) {  // every rank: its codec residuals, once its units of this iteration are done
+      if (save_now) {  // every rank: its synchronizer state, once its units of this iteration are done
         rank_.flush();
         save_sync_state(cfg_.checkpoint, r_, it + 1, rank_.sync());
       }

@@ -73,6 +73,16 @@ struct AnyPriority {
   void classify(std::uint32_t index, float loss_ratio, std::vector<std::uint8_t>& important) const {
     std::get<Contribution>(policy).classify(index, loss_ratio, important);
   }
+  std::size_t state_size() const {
+    const auto* c = std::get_if<Contribution>(&policy);
+    return c ? c->state_size() : 0;
+  }
+  void save_state(std::span<float> out) const {
+    if (const auto* c = std::get_if<Contribution>(&policy)) c->save_state(out);
+  }
+  void load_state(std::span<const float> in) {
+    if (auto* c = std::get_if<Contribution>(&policy)) c->load_state(in);
+  }
   std::uint32_t block_elements() const {
     const auto* c = std::get_if<Contribution>(&policy);
     return c ? c->block : 0;

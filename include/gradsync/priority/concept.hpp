@@ -66,6 +66,23 @@ void prepare(P& p, const std::vector<Unit>& units) {
   if constexpr (requires { p.prepare(units); }) p.prepare(units);
 }
 
+/// Checkpoints: what a priority learned from the training (DGT's contributions), as floats, so a
+/// resumed run keys and classifies as the interrupted one would have; none for the static ones.
+/// save_state writes state_size(p) values; load_state reads them into a prepared priority.
+template <class P>
+std::size_t state_size(const P& p) {
+  if constexpr (requires { p.state_size(); }) return p.state_size();
+  else return 0;
+}
+template <class P>
+void save_state(const P& p, std::span<float> out) {
+  if constexpr (requires { p.save_state(out); }) p.save_state(out);
+}
+template <class P>
+void load_state(P& p, std::span<const float> in) {
+  if constexpr (requires { p.load_state(in); }) p.load_state(in);
+}
+
 /// Whether `p`'s keys may change between iterations (an ObservingPriority whose key depends on
 /// what it observed); a priority that only observes for another purpose says rekeys() == false.
 template <class P>

@@ -83,14 +83,38 @@ struct Contribution {
   /// Unit `index`'s contributions, one per block.
   std::span<const float> contribution(std::uint32_t index) const { return contributions(index); }
 
+  /// Checkpoints (priority::save_state): every unit's contributions back to back, in unit order.
+  std::size_t state_size() const {
+    std::size_t n = 0;
+    for (const auto& c : all()) n += c.size();
+    return n;
+  }
+  void save_state(std::span<float> out) const {
+    for (const auto& c : all()) {
+      std::ranges::copy(c, out.begin());
+      out = out.subspan(c.size());
+    }
+  }
+  void load_state(std::span<const float> in) {
+    if (in.size() != state_size())
+      throw UsageError("gradsync: dgt state of " + std::to_string(in.size()) + " contributions, but these units have " +
+                       std::to_string(state_size()) + " blocks of " + std::to_string(block) +
+                       " (restore state saved with the same model, slicing and dgt block)");
+    for (auto& c : all()) {
+      std::ranges::copy(in.first(c.size()), c.begin());
+      in = in.subspan(c.size());
+    }
+  }
+
   /// Internal state, made by prepare(): per unit, per block; copies share it.
   std::shared_ptr<std::vector<std::vector<float>>> state_{};
 
  private:
-  std::vector<float>& contributions(std::uint32_t index) const {
+  std::vector<std::vector<float>>& all() const {
     if (!state_) throw UsageError("gradsync: priority 'dgt' used before prepare(units) (the Synchronizer calls it)");
-    return state_->at(index);
+    return *state_;
   }
+  std::vector<float>& contributions(std::uint32_t index) const { return all().at(index); }
 };
 GRADSYNC_CHECK_PRIORITY(Contribution);
 

@@ -32,7 +32,8 @@ class SynchronizerHook : public GradientSync {
   void gradient_ready(std::size_t tensor, std::span<float> grad) override { sync_.gradient_ready(tensor, grad); }
   void wait_for(std::size_t tensor) override { sync_.wait_for(tensor); }  // Options::average: the mean
   void finish_iteration() override { sync_.finish_iteration(); }
-  std::span<const float> state() const override { return sync_.residuals(); }
+  std::size_t state_size() const override { return sync_.state_size(); }
+  std::vector<float> state() const override { return sync_.state(); }
   void load_state(std::size_t iteration, std::span<const float> saved) override {
     sync_.restore(std::int64_t(iteration), saved);
   }

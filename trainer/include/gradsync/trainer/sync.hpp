@@ -29,12 +29,13 @@ struct GradientSync {
   virtual ~GradientSync() = default;
 
   // Checkpoints. state(): what this rank's synchronizer must carry across a resume to continue
-  // bit-identically besides the iteration (error-feedback residuals); empty when nothing. Called
-  // between iterations, after wait_for on every tensor. load_state: before the first
-  // gradient_ready of a resumed run, with the iteration it continues from (stochastic codecs key
-  // their random numbers on it) and the saved state. describe() names the synchronization
-  // (policies and codec): a resume must use the same.
-  virtual std::span<const float> state() const { return {}; }
+  // bit-identically besides the iteration (error-feedback residuals, DGT's contributions);
+  // empty when nothing; state_size() values. Called between iterations, after wait_for on every
+  // tensor. load_state: before the first gradient_ready of a resumed run, with the iteration it
+  // continues from (stochastic codecs key their random numbers on it) and the saved state.
+  // describe() names the synchronization (policies and codec): a resume must use the same.
+  virtual std::size_t state_size() const { return 0; }
+  virtual std::vector<float> state() const { return {}; }
   virtual void load_state(std::size_t /*iteration*/, std::span<const float> saved) {
     if (!saved.empty()) throw UsageError("this synchronizer keeps no state to restore");
   }

@@ -114,7 +114,7 @@ Evaluation evaluate(Model& model, const Dataset& data, std::size_t batch = 500, 
 /// (`scaler`, else null). Written by rank 0.
 void save_checkpoint(const std::string& path, const TrainConfig& config, std::size_t iteration, const Model& model,
                      Optimizer& optimizer, const GradientSync& sync, const LossScaler* scaler);
-/// Rank `rank`'s synchronizer state (codec residuals), when it has any, in sync_state_path(path,
+/// Rank `rank`'s synchronizer state (codec residuals, DGT contributions), when it has any, in sync_state_path(path,
 /// rank): every rank writes its own at each checkpoint.
 void save_sync_state(const std::string& path, std::size_t rank, std::size_t iteration, const GradientSync& sync);
 std::string sync_state_path(const std::string& checkpoint, std::size_t rank);  ///< "<checkpoint>.rank<r>"
