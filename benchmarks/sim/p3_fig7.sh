@@ -3,13 +3,15 @@
 # and ResNet-50 (built-in profiles at torchvision's layer sizes), 4 machines, a parameter-server
 # shard on every machine (P3's KVServer/P3Server per worker), NICs shaped with tc (--links nic):
 #   baseline      --slicing whole --priority fifo          (whole layers as they are ready, a shard each)
-#   kvstore       --slicing fixed:4194304 --priority fifo  (MXNet KVStore splits layers over 10^6 elements
-#                 equally over the 4 servers: VGG-19's fc7 in 4 as there, fc6 in 25 slices instead of 4)
+#   kvstore       --slicing split:4 --priority fifo --tensor-pull  (MXNet KVStore, P3's baseline: layers
+#                 of 10^6 elements or more split equally over the 4 servers, the rest whole, and a layer
+#                 pulled only once all of it is aggregated; no window: every unit may be in flight)
 #   slicing only  --slicing fixed:50000 --priority fifo    (P3's slice size, Section 5.7)
 #   p3            --slicing fixed:50000 --priority forward
-# Every ready unit is pushed at once (--inflight 64 --credit 4096: KVStore pushes each layer as its
-# gradient is ready, P3's producer queues all slices; the NIC and server queues pick by priority),
-# not the Synchronizer's default window of 2 units, which alone costs the baseline half its throughput.
+# Every ready unit is pushed at once (--inflight 64 --credit 4096, 4096 units for KVStore, whose
+# parked parts must all fit: KVStore pushes each layer as its gradient is ready, P3's producer queues
+# all slices; the NIC and server queues pick by priority), not the Synchronizer's default window of 2
+# units, which alone costs the baseline half its throughput.
 # Compute: --gflops per machine (P4000-class GPU, an assumption: the paper gives no rate) x --batch.
 # Writes OUT/fig7.md (throughput table, peak gains vs the paper's +66% / +25%) and OUT/fig7.png.
 #
@@ -30,9 +32,10 @@ while (($#)); do
 done
 [[ -x $sim ]] || die "no gradsync-sim at $sim (cmake --build build/dev --target gradsync-sim; or --sim)"
 mkdir -p "$out"
-declare -A POLICY=([baseline]="--slicing whole --priority fifo" [kvstore]="--slicing fixed:4194304 --priority fifo"
-                   [slicing]="--slicing fixed:50000 --priority fifo"
-                   [p3]="--slicing fixed:50000 --priority forward")
+declare -A POLICY=([baseline]="--slicing whole --priority fifo --inflight 64"
+                   [kvstore]="--slicing split:4 --priority fifo --tensor-pull --inflight 4096"
+                   [slicing]="--slicing fixed:50000 --priority fifo --inflight 64"
+                   [p3]="--slicing fixed:50000 --priority forward --inflight 64")
 dat=$out/fig7.tsv
 printf "model\tgbit\tbaseline\tslicing\tp3\tcompute_bound\tkvstore\n" >"$dat"
 for model in vgg19 resnet50; do
@@ -41,7 +44,7 @@ for model in vgg19 resnet50; do
     for p in baseline slicing p3 kvstore; do
       # one line: "... : 0.1234 s/iteration (compute 0.1 s, ..." -> images/s of all machines
       line=$("$sim" --model "$model" --ranks "$ranks" --bandwidth "${g}gbit" --links nic --collective ps --codec fp32 \
-        ${POLICY[$p]} --gflops "$gflops" --batch "$batch" --iterations 10 --inflight 64 --credit 4096)
+        ${POLICY[$p]} --gflops "$gflops" --batch "$batch" --iterations 10 --credit 4096)
       row+="\t$(awk -v n=$((ranks * batch)) '{for (i = 1; i < NF; ++i) if ($(i + 1) == "s/iteration") print n / $i}' <<<"${line#*: }")"
       compute=$(sed -E 's/.*\(compute ([0-9.e-]+) s.*/\1/' <<<"$line")
     done
@@ -56,8 +59,8 @@ rows = list(csv.DictReader(open(dat), delimiter="\t"))
 paper = {"vgg19": 66, "resnet50": 25}
 lines = [f"gradsync-sim, 4 machines, co-located parameter-server shards, NIC links, every ready unit pushed at once; {gflops} GFLOP/s per machine, "
          f"batch {batch} per machine. Images/s of all machines.", "",
-         "| model | Gbit/s | baseline (whole) | baseline (KVStore split) | slicing only | P3 | compute bound | "
-         "P3 vs whole | P3 vs KVStore split |", "|---|---|---|---|---|---|---|---|---|"]
+         "| model | Gbit/s | baseline (whole) | baseline (KVStore) | slicing only | P3 | compute bound | "
+         "P3 vs whole | P3 vs KVStore |", "|---|---|---|---|---|---|---|---|---|"]
 summary = []
 for model in paper:
     rs = [r for r in rows if r["model"] == model]
@@ -66,7 +69,7 @@ for model in paper:
         lines.append(f"| {model} | {r['gbit']} | {float(r['baseline']):.0f} | {float(r['kvstore']):.0f} | "
                      f"{float(r['slicing']):.0f} | {float(r['p3']):.0f} | {float(r['compute_bound']):.0f} | "
                      f"{100 * gain['baseline']:+.0f}% | {100 * gain['kvstore']:+.0f}% |")
-    for b, label in (("baseline", "whole layers"), ("kvstore", "KVStore split")):
+    for b, label in (("baseline", "whole layers"), ("kvstore", "KVStore (split, tensor pull)")):
         best = max(rs, key=lambda r: float(r["p3"]) / float(r[b]))
         g = 100 * (float(best["p3"]) / float(best[b]) - 1)
         summary.append(f"| {model} | {label} | {g:+.0f}% at {best['gbit']} Gbit/s | +{paper[model]}% | "
@@ -75,12 +78,12 @@ lines += ["", "| model | baseline | peak P3 gain (simulated) | paper (Figure 7) 
 lines += summary
 open(f"{out}/fig7.md", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines[-6:]))
-gp = f"""set terminal pngcairo size 1040,440 noenhanced
+gp = f"""set terminal pngcairo size 1140,500 noenhanced
 set output "{out}/fig7.png"
 set datafile separator "\\t"
 set multiplot layout 1,2
 set grid
-set key bottom right
+set key below maxrows 2 samplen 2
 set xlabel "link bandwidth per machine (Gbit/s)"
 set ylabel "images / s, 4 machines"
 set yrange [0:*]
@@ -88,7 +91,7 @@ set yrange [0:*]
 for model in paper:
     gp += f"""set title "{model} (gradsync-sim; P3 Figure 7's setup)"
 plot "< grep ^{model} {dat}" using 2:3 with linespoints lw 2 pt 7 title "baseline (whole, fifo)", \\
-     "" using 2:7 with linespoints lw 2 pt 6 title "baseline (KVStore split)", \\
+     "" using 2:7 with linespoints lw 2 pt 6 title "baseline (KVStore: split, tensor pull)", \\
      "" using 2:4 with linespoints lw 2 pt 4 title "slicing only (50000)", \\
      "" using 2:5 with linespoints lw 2 pt 5 title "P3 (50000, forward)", \\
      "" using 2:6 with lines dt 2 lw 1 title "compute bound"

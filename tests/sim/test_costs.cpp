@@ -4,6 +4,7 @@
 
 #include <gradsync/priority/forward_order.hpp>
 #include <gradsync/sim/simulator.hpp>
+#include <gradsync/slicing/even_split.hpp>
 #include <gradsync/slicing/fixed_slices.hpp>
 #include <gradsync/slicing/whole_layer.hpp>
 
@@ -131,6 +132,40 @@ TEST_CASE("a co-located parameter server moves the ring's bytes - a small window
   // One unit at a time: push and broadcast each take the server's 3 pushes, 3 * 160 kB / 125 MB/s,
   // plus the server's sums (3 * 160 kB at 7.49 GB/s): 10 units * (2 * 3.84 ms + 64 us).
   CHECK(run("ps", 1).steady_iteration_seconds() == Approx(10 * (2 * 3.84e-3 + 3 * 1.6e5 / 7.49e9)));
+}
+
+TEST_CASE("KVStore's tensor pull - a tensor's broadcasts wait until all of its parts are aggregated", "[sim][cost]") {
+  // 2 ranks, a link per pair; one tensor in 3 parts (EvenSplit) on shards 0, 1, 0: part 2's push
+  // queues behind part 0's on the link to shard 0, so part 2 is aggregated last.
+  auto net = sim::Network::from(gradsync::Link::parse("1gbit"), 2);
+  net.shared_nic = false;
+  auto run = [&](bool tensor_pull, std::size_t inflight) {
+    auto ps = sim::CollectiveModel::parse("ps");
+    ps.tensor_pull = tensor_pull;
+    return sim::simulate(one_layer(300'000), gradsync::slicing::EvenSplit{.parts = 3, .min_elements = 1},
+                         gradsync::priority::ForwardOrder{}, sim::CodecModel::parse("fp32"), ps, net,
+                         {.iterations = 1, .inflight_units = inflight, .credit_bytes = std::size_t(1) << 30});
+  };
+  auto last_update = [](const sim::Result& r) {
+    double t = 0;
+    for (const auto& e : r.transfers)
+      if (e.resource == sim::Resource::server) t = std::max(t, e.end);
+    return t;
+  };
+  auto first_broadcast = [](const sim::Result& r) {
+    double t = 1e300;
+    for (const auto& e : r.transfers)
+      if (e.resource == sim::Resource::down) t = std::min(t, e.start);
+    return t;
+  };
+  const auto kvstore = run(true, 8), p3 = run(false, 8);
+  REQUIRE(kvstore.units.size() == 3);
+  CHECK(first_broadcast(kvstore) >= last_update(kvstore));
+  CHECK(first_broadcast(p3) < last_update(p3));  // without it, part 0 comes back while part 2 is on the way
+  CHECK(kvstore.makespan > p3.makespan);
+  CHECK(kvstore.stages.size() == p3.stages.size() + 3);  // a barrier per unit
+  // Units parked at the barrier hold the window: one too small for every unit could never drain.
+  CHECK_THROWS_WITH(run(true, 2), Catch::Contains("window must hold every unit") && Catch::Contains("--inflight"));
 }
 
 TEST_CASE("bad networks and windows are refused with the fix", "[sim][cost]") {

@@ -29,7 +29,7 @@ void require_exact_cover(const ModelLayout& layout, const std::vector<Unit>& uni
 
 TEST_CASE("every slicing covers every element exactly once") {
   const auto layout = testing::uneven_layout();
-  for (const char* s : {"whole", "fixed", "fixed:1000", "fixed:1", "fusion", "fusion:4KiB", "slicefuse:3000"}) {
+  for (const char* s : {"whole", "fixed", "fixed:1000", "fixed:1", "fusion", "fusion:4KiB", "slicefuse:3000", "split:3:1000"}) {
     INFO(s);
     require_exact_cover(layout, slicing::AnySlicing::parse(s).plan(layout));
   }

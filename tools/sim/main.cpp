@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
   int ranks = 16, groups = 0, servers = 0;
   std::size_t inflight = 0, iterations = 10;
   double credit_mb = 0, encode_gbps = -1, decode_gbps = -1, sum_gbps = -1;
-  bool no_events = false, tune = false;
+  bool no_events = false, tune = false, tensor_pull = false;
   std::vector<std::string> tune_collectives{"ring"};
 
   auto* model_opt = app.add_option("--model", model, "Built-in profile: " + std::string(sim::builtin_profiles))
@@ -115,6 +115,9 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--decode-gbps", decode_gbps, "Codec decode GB/s of fp32 (default: bench_codec's; 0: free)")
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--tensor-pull", tensor_pull,
+               "ps: pull a tensor only once all of it is aggregated (MXNet KVStore, P3's baseline; with "
+               "--slicing split:<servers>)");
   app.add_option("--sum-gbps", sum_gbps, "ps: the server's add rate, GB/s of fp32 (default 7.49; 0: free)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--iterations", iterations, "Iterations to simulate")->check(CLI::PositiveNumber)->capture_default_str();
@@ -161,6 +164,9 @@ int main(int argc, char** argv) {
     if (servers > 0 && coll.kind != Kind::ps)
       throw gradsync::ConfigError("--servers places parameter servers: use it with --collective ps");
     net.dedicated_servers = servers;
+    if (tensor_pull && coll.kind != Kind::ps)
+      throw gradsync::ConfigError("--tensor-pull models MXNet KVStore's parameter server: use it with --collective ps");
+    coll.tensor_pull = tensor_pull;
 
     sim::CodecModel codec_model = sim::CodecModel::parse(codec);
     if (encode_gbps >= 0) codec_model.encode_gbps = encode_gbps;
@@ -206,7 +212,8 @@ int main(int argc, char** argv) {
     if (!json_path.empty()) {
       nlohmann::json config = {{"model", profile.name}, {"ranks", ranks}, {"slicing", slicing_policy.describe()},
                                {"priority", priority_policy.describe()}, {"codec", codec_model.describe()},
-                               {"collective", coll.describe()}, {"bytes_per_second", net.bytes_per_second},
+                               {"collective", coll.describe()}, {"tensor_pull", coll.tensor_pull},
+                               {"bytes_per_second", net.bytes_per_second},
                                {"latency_seconds", net.latency_seconds}, {"shared_nic", net.shared_nic},
                                {"dedicated_servers", net.dedicated_servers}, {"inflight_units", opt.inflight_units},
                                {"credit_bytes", opt.credit_bytes}, {"iterations", iterations},

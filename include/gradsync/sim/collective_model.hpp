@@ -22,6 +22,10 @@
 ///                     (p w(n)) at once, then the update, then the server's tx and the worker's rx.
 ///   mpi, nccl         modelled as ring; nccl-hierarchical[:k] as hierarchical
 ///
+/// tensor_pull (ps; gradsync-sim --tensor-pull) models MXNet KVStore, P3's baseline: a worker
+/// pulls a layer only once every worker has pushed all of it (P3, section 2), so a unit's
+/// broadcast waits until every unit of its tensor is aggregated (a Stage with `barrier`).
+///
 /// A lossy codec adds its encode before the wire and decodes after it (twice for the ring family:
 /// its own chunks and the aggregate), on the executor thread: time, not a shared resource.
 ///
@@ -73,6 +77,7 @@ struct Stage {
   std::array<Use, 2> uses{};
   std::uint8_t count = 0;  ///< how many of `uses` are real (0: a pure delay)
   double delay = 0;        ///< seconds after the uses end before the next stage
+  bool barrier = false;    ///< (count 0) waits until every unit of its first tensor reached it
   double busy() const { return count == 0 ? 0 : count == 1 ? uses[0].busy : std::max(uses[0].busy, uses[1].busy); }
 };
 
@@ -88,6 +93,7 @@ struct CollectiveModel {
   Kind kind = Kind::ring;
   int group = 0;                             ///< hierarchical / hybrid: ranks per group (0: automatic)
   std::size_t threshold_bytes = 256u << 10;  ///< hybrid: fp32 bytes from which the ring is used
+  bool tensor_pull = false;                  ///< ps: broadcast a tensor's units once all are aggregated
   std::string text = "ring";                 ///< as parsed
 
   static constexpr std::string_view valid = gradsync::detail::collective_grammar;
@@ -153,7 +159,7 @@ struct CollectiveModel {
     auto part = [&](std::size_t parts) { return (u.elements + parts - 1) / parts; };
     if (coded) pause(codec.encode_seconds(u.elements));
     if (ps) {
-      parameter_server(u, codec, net, coded, wire(u.elements), out);
+      parameter_server(u, codec, net, coded, wire(u.elements), tensor_pull, out);
       if (coded) pause(codec.decode_seconds(u.elements));
       return;
     }
@@ -171,7 +177,7 @@ struct CollectiveModel {
     if (coded) pause(2 * codec.decode_seconds(u.elements));
   }
 
-  std::string describe() const { return text; }
+  std::string describe() const { return tensor_pull ? text + " (tensor pull)" : text; }
 
  private:
   /// Both directions of the rank's NIC for `busy`, then `delay`.
@@ -180,26 +186,29 @@ struct CollectiveModel {
   }
 
   static void parameter_server(const UnitWork& u, const CodecModel& codec, const Network& net, bool coded, double w,
-                               std::vector<Stage>& out) {
+                               bool tensor_pull, std::vector<Stage>& out) {
     const double p = net.ranks, a = net.latency_seconds;
     const bool dedicated = net.dedicated_servers > 0;
     const auto shard = static_cast<std::uint32_t>(u.index % std::uint32_t(dedicated ? net.dedicated_servers : net.ranks));
     const double pushes = dedicated ? p : p - 1;  // a co-located server adds its own gradient for free
     double update = pushes * codec.sum_seconds(u.elements);
     if (coded) update += pushes * codec.decode_seconds(u.elements) + codec.encode_seconds(u.elements);
-    const Stage server{{Use{Resource::server, shard, update}}, 1, 0};
+    const auto server = [&] {
+      out.push_back(Stage{{Use{Resource::server, shard, update}}, 1, 0});
+      if (tensor_pull) out.push_back(Stage{{}, 0, 0, true});
+    };
     if (dedicated && net.shared_nic) {
       out.push_back(Stage{{Use{Resource::tx, 0, net.seconds(w)}, Use{Resource::server_rx, shard, net.seconds(p * w)}}, 2, a});
-      out.push_back(server);
+      server();
       out.push_back(Stage{{Use{Resource::server_tx, shard, net.seconds(p * w)}, Use{Resource::rx, 0, net.seconds(w)}}, 2, a});
     } else if (!net.shared_nic) {  // a link per pair; a server's receives are not limited (as Throttled)
       out.push_back(Stage{{Use{Resource::up, shard, net.seconds(w)}}, 1, a});
-      out.push_back(server);
+      server();
       out.push_back(Stage{{Use{Resource::down, shard, net.seconds(w)}}, 1, a});
     } else {  // co-located shards, shared NIC: the average rank's load, the server's NIC's duration
       const double busy = net.seconds((p - 1) / p * w), phase = net.seconds((p - 1) * w);
       duplex(busy, phase - busy + a, out);
-      out.push_back(server);
+      server();
       duplex(busy, phase - busy + a, out);
     }
   }

@@ -15,6 +15,8 @@
 ///  - A started unit runs its collective's stages (collective_model.hpp). A stage waits until
 ///    every resource it uses is idle; idle resources go to the waiting stages in priority order
 ///    (key, then start order), non-preemptively: P3's priority queues at the sender and server.
+///    A barrier stage waits until every unit of the unit's first tensor has reached it (the
+///    window must then hold every unit).
 ///  - Decisions at time t are taken after every event of time t (a gradient handed over at the
 ///    instant a link frees is seen by the choice that link's next transfer makes).
 ///
@@ -129,6 +131,9 @@ class Engine {
     unit_layers_offset_.push_back(0);
     tensor_units_.resize(owners.size());
     layer_pending_.assign(profile.layers.size(), 0);
+    barrier_size_.assign(owners.size(), 0);
+    barrier_parked_.resize(owners.size());
+    for (const Unit& unit : r.units) ++barrier_size_[unit.segments.front().layer];
     for (std::uint32_t u = 0; u < n; ++u) {
       segments_left_[u] = r.units[u].segments.size();
       std::vector<std::uint32_t> layers;
@@ -288,9 +293,17 @@ class Engine {
   void begin_stage(std::uint32_t u, double t) {
     if (r_.stage_offset[u] + state_[u].stage == r_.stage_offset[u + 1]) return complete(u, t);
     const Stage& s = stage_of(u);
+    if (s.barrier) return barrier(u, t);
     if (s.count == 0) return push(t + s.delay, Kind::stage_done, u);
     const auto at = std::find_if(waiting_.begin(), waiting_.end(), [&](std::uint32_t w) { return before(u, w); });
     waiting_.insert(at, u);
+  }
+  void barrier(std::uint32_t u, double t) {
+    auto& parked = barrier_parked_[r_.units[u].segments.front().layer];
+    parked.push_back(u);
+    if (parked.size() < barrier_size_[r_.units[u].segments.front().layer]) return;
+    for (std::uint32_t v : parked) push(t + stage_of(v).delay, Kind::stage_done, v);
+    parked.clear();
   }
   bool before(std::uint32_t a, std::uint32_t b) const {
     const std::uint32_t ka = r_.keys[a], kb = r_.keys[b];
@@ -358,6 +371,8 @@ class Engine {
   std::vector<std::uint32_t> unit_layers_;
   std::vector<std::vector<std::uint32_t>> tensor_units_;
   std::vector<int> layer_pending_;  // units of a layer ready and not yet aggregated
+  std::vector<std::size_t> barrier_size_;                  // per tensor: units whose first tensor it is
+  std::vector<std::vector<std::uint32_t>> barrier_parked_;  // per tensor: units waiting at its barrier
   // state
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   std::priority_queue<Ready, std::vector<Ready>, std::greater<>> ready_;
@@ -401,6 +416,16 @@ Result simulate(const Profile& profile, const S& slicing, P priority, const Code
                                   [&](const Segment& s) { return layout.layer(s.layer).elements < fp32_below; });
     collective.stages(UnitWork{u, unit.elements, fp32}, codec, net, r.stages);
     r.stage_offset.push_back(r.stages.size());
+  }
+  if (std::any_of(r.stages.begin(), r.stages.end(), [](const Stage& s) { return s.barrier; })) {
+    // Units parked at a barrier hold their place in the window; a window that holds every unit
+    // (KVStore has none) cannot fill up with units waiting for ones it keeps out.
+    std::size_t bytes = 0;
+    for (const Unit& unit : r.units) bytes += unit.elements * sizeof(float);
+    if (r.units.size() > options.inflight_units || bytes > options.credit_bytes)
+      throw ConfigError("gradsync: with the tensor pull (MXNet KVStore, no window) the window must hold every unit: " +
+                        std::to_string(r.units.size()) + " units, " + std::to_string(bytes) +
+                        " bytes; raise --inflight and --credit");
   }
   detail::Engine(profile, r, net, options).run();
   return r;
