@@ -14,7 +14,7 @@ using testing::train;
 TEST_CASE("every slicing x priority x collective gives the reference mean on 1-7 ranks") {
   const int ranks = GENERATE(1, 2, 3, 4, 7);
   const std::string collective = GENERATE("ring", "ps");
-  for (const char* slicing : {"whole", "fixed:1000", "fusion:4KiB", "slicefuse:2000"})
+  for (const char* slicing : {"whole", "fixed:1000", "fusion:4KiB", "slicefuse:2000", "split:3:1000"})
     for (const char* priority : {"fifo", "forward"}) {
       const PolicyNames names{slicing, priority, "fp32", collective};
       CAPTURE(ranks, collective, slicing, priority);
