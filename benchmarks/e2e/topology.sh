@@ -191,7 +191,9 @@ topo_shape() {
 # DSCP would forward: packets marked CS1 (TOS 0x20: the best-effort channel's datagrams) go only
 # when nothing else waits; everything else is high. HTB, because this kernel has no prio qdisc:
 # the high class may take the whole rate, the low one borrows what is left. topo_shape uses it
-# instead of tbf when TOPO_DSCP_PRIO is set.
+# instead of tbf when TOPO_DSCP_PRIO is set. TOPO_LOW_QUEUE=N gives the low class a queue of N
+# packets (a switch's shallow low-priority buffer; 0 drops all of it at the sender) instead of
+# the device's default (txqueuelen, 1000).
 topo_prio_dscp() {
   local t=(tc -n "$1")
   "${t[@]}" qdisc del dev "$2" root 2>/dev/null || true # a fresh tree: htb cannot be replaced in place
@@ -200,6 +202,7 @@ topo_prio_dscp() {
   "${t[@]}" class add dev "$2" parent 1:1 classid 1:10 htb rate "$3" ceil "$3" burst 256kb quantum 60000 prio 0
   "${t[@]}" class add dev "$2" parent 1:1 classid 1:20 htb rate 1mbit ceil "$3" burst 256kb quantum 60000 prio 1
   "${t[@]}" filter add dev "$2" parent 1: protocol ip prio 1 u32 match ip tos 0x20 0xfc flowid 1:20
+  [ -z "${TOPO_LOW_QUEUE:-}" ] || "${t[@]}" qdisc add dev "$2" parent 1:20 handle 20: pfifo limit "$TOPO_LOW_QUEUE"
 }
 
 # topo_linkspeed FROM TO [SECONDS]: bits per second of one TCP stream from node FROM to node TO.
