@@ -11,7 +11,7 @@ REPO=$(cd "$DGT_DIR/../.." && pwd)
 source "$REPO/benchmarks/e2e/topology.sh"
 
 models=alexnet-bn:0.25:100mbit,vgg11:0.25:200mbit nodes=2 seeds=1 iterations=400 eval_every=40 eval_samples=2000
-batch=32 target=0.8
+batch=32 target=0.8 inflight=2
 dgt=dgt install=1 run_timeout=3600
 trainer=$REPO/build/default/trainer/gradsync-train out=$REPO/build/dgt/$(date +%Y%m%d-%H%M%S)
 
@@ -26,6 +26,7 @@ usage: table1.sh [options]
   --eval-every N     test accuracy every N iterations (default $eval_every)
   --eval-samples N   on the last N test samples (default $eval_samples)
   --batch N          per rank (default $batch)
+  --inflight N       units in flight per rank, both protocols (default $inflight, the library's)
   --target A         test accuracy whose time is reported (default $target)
   --dgt SPEC         DGT's priority, e.g. dgt:alpha=0.3:p0=1:block=1024 (default $dgt)
   --trainer PATH     gradsync-train built with MPI (default build/default/trainer/gradsync-train)
@@ -38,7 +39,7 @@ die() { echo "table1: $*" >&2; exit 2; }
 
 while [ $# -gt 0 ]; do
   case $1 in
-    --models | --nodes | --seeds | --iterations | --eval-every | --eval-samples | --batch | --target | --dgt | --trainer | --out | --run-timeout)
+    --models | --nodes | --seeds | --iterations | --eval-every | --eval-samples | --batch | --inflight | --target | --dgt | --trainer | --out | --run-timeout)
       [ $# -ge 2 ] || die "$1 needs a value"
       opt=${1#--}
       printf -v "${opt//-/_}" %s "$2"
@@ -48,7 +49,7 @@ while [ $# -gt 0 ]; do
     *) usage >&2 && die "unknown option '$1'" ;;
   esac
 done
-for n in nodes iterations eval_every eval_samples batch run_timeout; do
+for n in nodes iterations eval_every eval_samples batch inflight run_timeout; do
   [[ ${!n} =~ ^[0-9]+$ && ${!n} -gt 0 ]] || die "--${n//_/-} must be a positive whole number, got '${!n}'"
 done
 [ "$nodes" -ge 2 ] || die "--nodes must be at least 2"
@@ -80,7 +81,7 @@ for spec in "${model_list[@]}"; do
       topo_mpirun "$out/raw/$tag.log" -np "$nodes" --host "$(topo_hosts)" "$trainer" --model "$model" \
         --width "$width" --batch "$batch" --threads 1 --iterations "$iterations" --eval-every "$eval_every" \
         --eval-samples "$eval_samples" --seed "$seed" \
-        --slicing fixed:40000 --priority "$priority" --collective ps -q --metrics "$out/raw/$tag.json" ||
+        --slicing fixed:40000 --priority "$priority" --collective ps --inflight "$inflight" -q --metrics "$out/raw/$tag.json" ||
         { echo "table1: $tag failed (see $out/raw/$tag.log)" >&2; failed=1; }
     done
   done
