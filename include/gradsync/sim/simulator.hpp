@@ -133,7 +133,7 @@ class Engine {
     layer_pending_.assign(profile.layers.size(), 0);
     barrier_size_.assign(owners.size(), 0);
     barrier_parked_.resize(owners.size());
-    for (const Unit& unit : r.units) ++barrier_size_[unit.segments.front().layer];
+    for (std::uint32_t u = 0; u < n; ++u) ++barrier_size_[barrier_of(u)];
     for (std::uint32_t u = 0; u < n; ++u) {
       segments_left_[u] = r.units[u].segments.size();
       std::vector<std::uint32_t> layers;
@@ -298,10 +298,12 @@ class Engine {
     const auto at = std::find_if(waiting_.begin(), waiting_.end(), [&](std::uint32_t w) { return before(u, w); });
     waiting_.insert(at, u);
   }
+  /// The tensor whose units a barrier stage of unit u waits for: its first.
+  std::uint32_t barrier_of(std::uint32_t u) const { return r_.units[u].segments.front().layer; }
   void barrier(std::uint32_t u, double t) {
-    auto& parked = barrier_parked_[r_.units[u].segments.front().layer];
+    auto& parked = barrier_parked_[barrier_of(u)];
     parked.push_back(u);
-    if (parked.size() < barrier_size_[r_.units[u].segments.front().layer]) return;
+    if (parked.size() < barrier_size_[barrier_of(u)]) return;
     for (std::uint32_t v : parked) push(t + stage_of(v).delay, Kind::stage_done, v);
     parked.clear();
   }
