@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """validate.sh's report: OUT/raw/<model>.r<round>.<link>.metrics.json (gradsync-train --metrics),
-.sim.json and .own.sim.json (gradsync-sim --json on the profile run's and on the run's own profile),
+.sim.json, .own.sim.json and .noskew.sim.json (gradsync-sim --json on the profile run's profile, on the
+run's own profile, and on the profile run's with --no-rank-skew),
 .load -> OUT/results.json, OUT/table.md and OUT/iteration.png (gnuplot: iteration time against
 link bandwidth, measured points and simulated curves).
 
@@ -41,7 +42,7 @@ for path in sorted(glob.glob(os.path.join(raw, "*.metrics.json"))):
     if link == "profile":
         continue
     r = {"round": rnd, "measured": measured(name), "profile_run": measured(f"{model}.{rnd}.profile"),
-         "sim": simulated(name), "sim_own": simulated(name + ".own")}
+         "sim": simulated(name), "sim_own": simulated(name + ".own"), "sim_noskew": simulated(name + ".noskew")}
     runs.setdefault(model, {}).setdefault(link, []).append(r)
 if not runs:
     raise SystemExit(f"report: no runs in {raw}")
@@ -58,23 +59,26 @@ def med(rs, *keys):
 
 summary = {}
 lines = ["| model | link | measured (s) | simulated (s) | error | simulated, run's own compute (s) | error | "
-         "measured busy (s) | profile compute (s) | simulated wire (s) | others (cores) | rounds |",
-         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+         "simulated, no rank skew (s) | error | measured busy (s) | profile compute (s) | simulated wire (s) | "
+         "others (cores) | rounds |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 for model, links in runs.items():
     for link in sorted(links, key=mbit):
         rs = links[link]
         s = {"mbit": mbit(link), "measured": med(rs, "measured", "iteration"), "simulated": med(rs, "sim", "iteration"),
-             "simulated_own": med(rs, "sim_own", "iteration"), "busy": med(rs, "measured", "busy"),
+             "simulated_own": med(rs, "sim_own", "iteration"), "simulated_noskew": med(rs, "sim_noskew", "iteration"),
+             "busy": med(rs, "measured", "busy"),
              "wait": med(rs, "measured", "wait"), "compute": med(rs, "sim", "compute"),
              "compute_own": med(rs, "sim_own", "compute"), "wire": med(rs, "sim", "wire"),
              "others": med(rs, "measured", "others"), "rounds": len(rs), "parameters": rs[0]["measured"]["parameters"],
              "width": rs[0]["measured"]["config"]["width"]}
         s["error"] = s["simulated"] / s["measured"] - 1
         s["error_own"] = s["simulated_own"] / s["measured"] - 1
+        s["error_noskew"] = s["simulated_noskew"] / s["measured"] - 1
         summary.setdefault(model, {})[link] = s
         lines.append(f"| {model} x{s['width']:g} ({s['parameters'] / 1e6:.2f} M) | {link} | {s['measured']:.3f} | "
                      f"{s['simulated']:.3f} | {100 * s['error']:+.1f}% | {s['simulated_own']:.3f} | "
-                     f"{100 * s['error_own']:+.1f}% | {s['busy']:.3f} | {s['compute']:.3f} | {s['wire']:.3f} | "
+                     f"{100 * s['error_own']:+.1f}% | {s['simulated_noskew']:.3f} | {100 * s['error_noskew']:+.1f}% | "
+                     f"{s['busy']:.3f} | {s['compute']:.3f} | {s['wire']:.3f} | "
                      f"{s['others']:.2f} | {s['rounds']} |")
 worst = max(abs(s["error"]) for links in summary.values() for s in links.values())
 lines += ["", f"Largest |error| (profile run's compute): {100 * worst:.1f}%.", "", "Per round (the machine is shared: "

@@ -15,15 +15,16 @@ out=$here/results
 models=vgg11,resnet20 iterations=30 warmup=4 ranks=2 threads=2 batch=32 rounds=3
 policy="--slicing fixed:40000 --priority forward --codec fp32 --collective ring"
 # Per model: gradsync-train's model flags (benchmarks/e2e's settings; VGG-11 at width 0.25 so that 2
-# shared cores run 40 iterations in seconds) and three link speeds where communication matters
-# (wire time per iteration from a fifth of the compute to five times it).
+# shared cores run 40 iterations in seconds) and link speeds where communication matters (wire time
+# per iteration from a fifth of the compute to five times it; VGG-11 also at 1.5 Gbit/s, where wire
+# and compute balance on an AVX-512 host).
 declare -A MODEL_FLAGS=([vgg11]="--model vgg11 --width 0.25" [resnet20]="--model resnet20 --width 1")
-declare -A MODEL_LINKS=([vgg11]="100mbit,300mbit,1gbit" [resnet20]="10mbit,30mbit,100mbit")
+declare -A MODEL_LINKS=([vgg11]="100mbit,300mbit,1gbit,1500mbit" [resnet20]="10mbit,30mbit,100mbit")
 
 usage() {
   cat <<USAGE
 usage: $0 [--models vgg11,resnet20] [--iterations N] [--warmup N] [--ranks N] [--threads N] [--batch N]
-          [--rounds N] [--trainer PATH] [--sim PATH] [--out DIR]
+          [--rounds N] [--links MODEL=LINK,LINK...] [--trainer PATH] [--sim PATH] [--out DIR]
 Defaults: $models, $iterations iterations ($warmup warm-up left out of the medians), $ranks ranks,
 $threads threads, batch $batch, $rounds round(s) of all runs, out $out.
 Links: vgg11 ${MODEL_LINKS[vgg11]}; resnet20 ${MODEL_LINKS[resnet20]}. Policy: $policy.
@@ -34,6 +35,9 @@ while (($#)); do
   case $1 in
     --models | --iterations | --warmup | --ranks | --threads | --batch | --rounds | --trainer | --sim | --out)
       (($# >= 2)) || die "$1 needs a value"; v=${1#--}; printf -v "$v" %s "$2"; shift 2 ;;
+    --links)
+      (($# >= 2)) && [[ $2 == *=* ]] || die "--links needs MODEL=LINK,LINK... (e.g. vgg11=1gbit,1500mbit)"
+      MODEL_LINKS[${2%%=*}]=${2#*=}; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) usage >&2; die "unknown argument '$1'" ;;
   esac
@@ -63,10 +67,11 @@ train() {
     'BEGIN { split(self, s, " "); printf "%.2f\n", (b1 - b0 - s[1] - s[2]) / (t1 - t0) }' >"$out/raw/$name.load"
   echo "  $name: $(python3 -c "import json,statistics as s,sys; m=json.load(open(sys.argv[1])); print(f'{s.median(m[\"iteration_seconds\"][$warmup:]):.3f} s/iteration')" "$out/raw/$name.metrics.json"), others $(cat "$out/raw/$name.load") cores"
 }
-# simulate NAME PROFILE LINK: gradsync-sim with the run's policy, ranks and link -> raw/NAME.sim.json.
+# simulate NAME PROFILE LINK [FLAGS]: gradsync-sim with the run's policy, ranks and link ->
+# raw/NAME.sim.json. 200 iterations: the rank-skew draws average out (0.1 s).
 simulate() {
-  "$sim" --profile "$2" --ranks "$ranks" --bandwidth "$3" --links pair $policy --iterations 20 --no-events \
-    --json "$out/raw/$1.sim.json" >/dev/null
+  "$sim" --profile "$2" --ranks "$ranks" --bandwidth "$3" --links pair $policy --iterations 200 --no-events \
+    --json "$out/raw/$1.sim.json" "${@:4}" >/dev/null
 }
 
 echo "validate: models $models, $ranks ranks, $threads threads, $iterations iterations, $rounds round(s) -> $out"
@@ -79,6 +84,7 @@ for ((round = 1; round <= rounds; ++round)); do
       train "$name" --bandwidth "$link"
       simulate "$name" "$out/raw/$model.r$round.profile.profile.json" "$link"   # the profile run's compute
       simulate "$name.own" "$out/raw/$name.profile.json" "$link"                 # this run's own compute
+      simulate "$name.noskew" "$out/raw/$model.r$round.profile.profile.json" "$link" --no-rank-skew
     done
   done
 done

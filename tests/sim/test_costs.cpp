@@ -103,6 +103,32 @@ TEST_CASE("compute-bound: the iteration takes the compute time", "[sim][cost]") 
   for (double s : r.iteration_seconds) CHECK(s == Approx(0.9));
 }
 
+TEST_CASE("rank skew: each iteration runs at the slowest of the ranks' measured paces", "[sim][cost]") {
+  // Compute-bound (the network is free): an iteration lasts its compute at the slowest rank's pace.
+  // Measured compute per iteration 0.9 or 1.1 times its median: of 2 ranks, the slower draws 1.1
+  // with probability 3/4, so iterations average 1.05x; of 1024, always 1.1x.
+  sim::Profile p = one_layer(1000, 0.1, 0.2);
+  p.iteration_seconds = {0.27, 0.33};
+  auto run = [&](int ranks, bool skew, std::size_t iterations) {
+    sim::Network net;
+    net.ranks = ranks;
+    net.bytes_per_second = 1e300;
+    return sim::simulate(p, gradsync::slicing::FixedSlices{}, gradsync::priority::ForwardOrder{},
+                         sim::CodecModel::parse("fp32"), sim::CollectiveModel::parse("ring"), net,
+                         {.iterations = iterations, .record = false, .rank_skew = skew});
+  };
+  const auto two = run(2, true, 4001);
+  for (double s : two.iteration_seconds) CHECK((s == Approx(0.27) || s == Approx(0.33)));
+  CHECK(two.steady_iteration_seconds() == Approx(0.3 * 1.05).epsilon(0.006));  // 4 sigma of 4000 draws
+  CHECK(run(1, true, 4001).steady_iteration_seconds() == Approx(0.3).epsilon(0.006));
+  for (double s : run(1024, true, 20).iteration_seconds) CHECK(s == Approx(0.33));
+  for (double s : run(1024, false, 20).iteration_seconds) CHECK(s == Approx(0.3));
+  // Equal seeds draw equally (the tuner compares its settings on the same draws).
+  CHECK(run(2, true, 50).iteration_seconds == run(2, true, 50).iteration_seconds);
+  p.iteration_seconds = {0.3, -1};
+  CHECK_THROWS_WITH(run(2, true, 2), Catch::Contains("iteration_seconds[1]"));
+}
+
 TEST_CASE("one rank: nothing to synchronize, every iteration takes the compute", "[sim][cost]") {
   // A unit without stages completes inside the window's decision; the simulator used to stall
   // there, with the next forward pass waiting for it and no event left to wake it.

@@ -52,6 +52,10 @@ TEST_CASE("profiles round-trip through JSON", "[sim][profile]") {
   CHECK(q.parameters() == p.parameters());
   CHECK(q.compute_seconds() == Approx(p.compute_seconds()));
   CHECK(q.layout().signature() == p.layout().signature());
+  CHECK(q.iteration_seconds.empty());
+  auto measured = p;
+  measured.iteration_seconds = {0.25, 0.5, 0.125};
+  CHECK(sim::profile_from_json(sim::profile_json(measured), "memory").iteration_seconds == measured.iteration_seconds);
 }
 
 TEST_CASE("bad profile JSON is refused, naming the field and the fix", "[sim][profile]") {
@@ -76,6 +80,9 @@ TEST_CASE("bad profile JSON is refused, naming the field and the fix", "[sim][pr
          "tensors: expected an array");
   refuse(R"({"layers": [{"forward_seconds": 1, "backward_seconds": 1}]})", "no parameter tensors");
   refuse(R"({"gradsync_profile": 2, "layers": [{"forward_seconds": 1, "backward_seconds": 1}]})", "version 2");
+  const std::string one = R"({"layers": [{"forward_seconds": 1, "backward_seconds": 1, "tensors": [{"elements": 4}]}], )";
+  refuse((one + R"("iteration_seconds": 0.5})").c_str(), "iteration_seconds: expected an array");
+  refuse((one + R"("iteration_seconds": [0.5, 0]})").c_str(), "iteration_seconds[1]: expected seconds as a number > 0, got 0");
   // Not JSON at all, or no file: the reader says so.
   const std::string path = (std::filesystem::temp_directory_path() / "gradsync_test_sim_profile.json").string();
   std::ofstream(path) << "{ layers: oops";

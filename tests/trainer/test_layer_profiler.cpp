@@ -1,4 +1,5 @@
 // gradsync-train --profile: the LayerProfiler's profile of a real run, read back with gradsync-sim's reader.
+#include <algorithm>
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -44,6 +45,12 @@ TEST_CASE("A run's profile has the model's layout and positive per-layer times",
     CHECK(p.layers[l].backward_seconds > 0);
   }
   CHECK(p.compute_seconds() > 0);
+  // The per-iteration totals after the 2 warm-up iterations, for gradsync-sim's rank skew; the
+  // layers' times add up to their median.
+  REQUIRE(p.iteration_seconds.size() == 3);
+  std::vector<double> totals = p.iteration_seconds;
+  std::sort(totals.begin(), totals.end());
+  CHECK(p.compute_seconds() == Approx(totals[1]));
 }
 
 TEST_CASE("A profile needs a recorded iteration - evaluations between steps add no layer", "[trainer][profile]") {

@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
   int ranks = 16, groups = 0, servers = 0;
   std::size_t inflight = 0, iterations = 10;
   double credit_mb = 0, encode_gbps = -1, decode_gbps = -1, sum_gbps = -1;
-  bool no_events = false, tune = false, tensor_pull = false;
+  bool no_events = false, no_skew = false, tune = false, tensor_pull = false;
   std::vector<std::string> tune_collectives{"ring"};
 
   auto* model_opt = app.add_option("--model", model, "Built-in profile: " + std::string(sim::builtin_profiles))
@@ -125,6 +125,8 @@ int main(int argc, char** argv) {
   app.add_option("--trace", trace_path, "Write a Chrome trace of the simulated timeline (open in Perfetto)");
   app.add_option("--write-profile", write_profile, "Write the profile used as JSON (a start for your own)");
   app.add_flag("--no-events", no_events, "Keep only times and utilization (faster, smaller --json)");
+  app.add_flag("--no-rank-skew", no_skew,
+               "Every rank at the profile's layer times every iteration (ignore its measured iteration_seconds)");
   app.add_flag("--tune", tune,
                "Choose --slicing, --inflight, --credit and --collective: simulate a grid of them and print the "
                "fastest (with --json, every setting ranked)");
@@ -173,7 +175,7 @@ int main(int argc, char** argv) {
     if (decode_gbps >= 0) codec_model.decode_gbps = decode_gbps;
     if (sum_gbps >= 0) codec_model.sum_gbps = sum_gbps;
 
-    sim::Options opt{.iterations = iterations, .record = !no_events};
+    sim::Options opt{.iterations = iterations, .record = !no_events, .rank_skew = !no_skew};
     if (inflight > 0) opt.inflight_units = inflight;
     if (credit_mb > 0) opt.credit_bytes = static_cast<std::size_t>(credit_mb * 1024 * 1024);
 

@@ -73,6 +73,15 @@ inline Profile profile_from_json(const nlohmann::json& j, const std::string& sou
     }
     p.layers.push_back(std::move(layer));
   }
+  if (j.contains("iteration_seconds")) {
+    const nlohmann::json& v = j["iteration_seconds"];
+    if (!v.is_array()) throw fail("iteration_seconds", "expected an array of seconds (one rank's compute per iteration)");
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (!v[i].is_number() || !(v[i].get<double>() > 0))
+        throw fail("iteration_seconds[" + std::to_string(i) + "]", "expected seconds as a number > 0, got " + v[i].dump());
+      p.iteration_seconds.push_back(v[i].get<double>());
+    }
+  }
   p.validate();
   return p;
 }
@@ -101,7 +110,9 @@ inline nlohmann::json profile_json(const Profile& p) {
     layers.push_back({{"name", l.name}, {"forward_seconds", l.forward_seconds},
                       {"backward_seconds", l.backward_seconds}, {"tensors", tensors}});
   }
-  return {{"gradsync_profile", profile_schema_version}, {"model", p.name}, {"layers", layers}};
+  nlohmann::json j = {{"gradsync_profile", profile_schema_version}, {"model", p.name}, {"layers", layers}};
+  if (!p.iteration_seconds.empty()) j["iteration_seconds"] = p.iteration_seconds;
+  return j;
 }
 
 /// Writes `j` to `path`; std::runtime_error naming the file when it cannot.

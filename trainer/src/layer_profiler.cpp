@@ -24,7 +24,7 @@ void LayerProfiler::add(Pass pass, std::span<Param* const> layer, double seconds
 }
 
 double LayerProfiler::median(const std::vector<double>& per_iteration) const {
-  const std::size_t skip = std::min(warmup_, iterations_ - 1);
+  const std::size_t skip = skipped();
   std::vector<double> v(iterations_ - skip, 0.0);  // iterations a layer got nothing in count as 0
   for (std::size_t i = skip; i < per_iteration.size(); ++i) v[i - skip] = per_iteration[i];
   std::sort(v.begin(), v.end());
@@ -34,7 +34,9 @@ double LayerProfiler::median(const std::vector<double>& per_iteration) const {
 
 sim::Profile LayerProfiler::profile(const std::string& model) const {
   if (iterations_ == 0) throw std::logic_error("LayerProfiler: no iteration recorded");
-  sim::Profile p{model, {}};
+  sim::Profile p{model, {}, {}};
+  for (std::size_t i = skipped(); i < totals_.size(); ++i)
+    if (totals_[i] > 0) p.iteration_seconds.push_back(totals_[i]);
   for (const auto& [key, l] : layers_)
     p.layers.push_back({l.name, median(l.seconds[forward]), median(l.seconds[backward]), l.tensors});
   const double sum = p.compute_seconds();

@@ -5,8 +5,12 @@
 /// (gradsync calls a tensor a "layer"); a compute layer may own several tensors (a convolution's
 /// weight and bias) or none (ReLU, pooling: time only).
 ///
+/// A measured profile may also carry one rank's compute per iteration (`iteration_seconds`): the
+/// spread the simulator draws each rank's pace from (rank skew, simulator.hpp).
+///
 /// Invariants (validate() checks them and names the layer and the fix): at least one tensor in
-/// all; every tensor has at least one element; every time is finite and >= 0.
+/// all; every tensor has at least one element; every time is finite and >= 0; every per-iteration
+/// compute sample is finite and > 0.
 ///
 /// \code
 ///   gradsync::sim::Profile p{"toy", {{"fc1", 1.0, 1.0, {{"fc1.weight", 1000}}},
@@ -37,6 +41,9 @@ struct ComputeLayer {
 struct Profile {
   std::string name;
   std::vector<ComputeLayer> layers;  ///< forward order
+  /// One rank's measured compute (forward + backward) per iteration after the warm-up; empty:
+  /// every iteration takes the layers' times (built-in profiles).
+  std::vector<double> iteration_seconds;
 
   /// Throws ConfigError naming the first layer that breaks an invariant, and the fix.
   void validate() const {
@@ -55,6 +62,11 @@ struct Profile {
           fail(i, "tensor '" + t.name + "' has 0 elements; leave tensors without gradients out of the profile");
       tensors += l.tensors.size();
     }
+    for (std::size_t i = 0; i < iteration_seconds.size(); ++i)
+      if (!(iteration_seconds[i] > 0) || !std::isfinite(iteration_seconds[i]))
+        throw ConfigError("gradsync: profile '" + name + "', iteration_seconds[" + std::to_string(i) + "] = " +
+                          std::to_string(iteration_seconds[i]) + " is not a finite number > 0; give measured seconds "
+                          "or leave the list out");
     if (tensors == 0)
       throw ConfigError("gradsync: profile '" + name + "' has no parameter tensors: give at least one layer a "
                         "\"tensors\" list (nothing to synchronize otherwise)");

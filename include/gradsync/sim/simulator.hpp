@@ -19,6 +19,13 @@
 ///    window must then hold every unit).
 ///  - Decisions at time t are taken after every event of time t (a gradient handed over at the
 ///    instant a link frees is seen by the choice that link's next transfer makes).
+///  - Rank skew, when the profile carries measured per-iteration compute (`iteration_seconds`):
+///    in each iteration every rank draws its pace, a sample over the samples' median, and the
+///    iteration's layers take the slowest rank's pace. That is exact for this model, not an
+///    approximation: a unit is ready when it is ready on every rank, every rank's forward waits
+///    for the same aggregated units, and a rank that is slower by a constant factor is then never
+///    ahead of a faster one at any layer, so the slowest rank is the last everywhere. Ranks are
+///    drawn independently: N ranks' slowest pace grows with N (a straggler at scale).
 ///
 /// Invariants: the units of one iteration are all aggregated before the next iteration's
 /// backward (the forward waits for them), so a unit is in flight at most once at a time; every
@@ -43,6 +50,7 @@
 #include <limits>
 #include <optional>
 #include <queue>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -64,6 +72,10 @@ struct Options {
   std::size_t credit_bytes = gradsync::Options{}.credit_bytes;
   /// Keep the per-unit, per-transfer and compute events (off: only times and utilization).
   bool record = true;
+  /// Draw each rank's pace per iteration from the profile's measured iteration_seconds (above);
+  /// off, or a profile without them: every rank runs the layers' times every iteration.
+  bool rank_skew = true;
+  std::uint64_t seed = 1;  ///< of the rank-skew draws: equal seeds, equal runs
 };
 
 struct ComputeEvent {
@@ -151,6 +163,15 @@ class Engine {
     state_.resize(n);
     busy_.assign(2 + (resource_kinds - 2) * shards_, 0);
     held_.assign(busy_.size(), 0.0);
+    if (opt.rank_skew && !profile.iteration_seconds.empty()) {
+      pace_samples_ = profile.iteration_seconds;
+      std::sort(pace_samples_.begin(), pace_samples_.end());
+      const std::size_t m = pace_samples_.size();
+      const double median = m % 2 ? pace_samples_[m / 2] : (pace_samples_[m / 2 - 1] + pace_samples_[m / 2]) / 2;
+      for (double& x : pace_samples_) x /= median;
+      workers_ = std::size_t(net.ranks);
+    }
+    draw_pace();
   }
 
   void run() {
@@ -234,7 +255,13 @@ class Engine {
     const ComputeLayer& layer = profile_.layers[l];
     computing_ = true;
     compute_start_ = t;
-    push(t + (backward_ ? layer.backward_seconds : layer.forward_seconds), Kind::compute_done, 0);
+    push(t + pace_ * (backward_ ? layer.backward_seconds : layer.forward_seconds), Kind::compute_done, 0);
+  }
+  /// This iteration's pace: the slowest of the ranks' draws (1 without skew).
+  void draw_pace() {
+    if (pace_samples_.empty()) return;
+    pace_ = 0;
+    for (std::size_t r = 0; r < workers_; ++r) pace_ = std::max(pace_, pace_samples_[rng_() % pace_samples_.size()]);
   }
 
   void compute_done(double t) {
@@ -258,6 +285,7 @@ class Engine {
     }
     backward_ = false;
     ++iteration_;
+    draw_pace();
   }
 
   void make_ready(std::uint32_t u, double t) {
@@ -380,6 +408,10 @@ class Engine {
   std::priority_queue<Ready, std::vector<Ready>, std::greater<>> ready_;
   std::vector<UnitState> state_;
   std::vector<std::uint32_t> waiting_;  // units whose current stage waits for resources, in priority order
+  std::vector<double> pace_samples_;    // measured compute per iteration over its median (rank skew)
+  std::size_t workers_ = 0;
+  std::mt19937_64 rng_{opt_.seed};
+  double pace_ = 1;
   std::vector<char> busy_;
   std::vector<double> held_;
   std::optional<std::uint32_t> chosen_;

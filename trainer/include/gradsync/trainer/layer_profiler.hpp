@@ -13,10 +13,12 @@
 // finish_iteration). A layer's forward includes its optimizer step (applied just before it, as in
 // the real step) and the parameterless layers up to the next one (ReLU, pooling; the loss after the
 // last); its backward ends when its gradients are handed over. Waiting in wait_for is not compute
-// and is left out.
+// and is left out. The profile also keeps the per-iteration totals after the warm-up: gradsync-sim
+// draws each rank's pace from their spread (rank skew).
 //
 //   LayerProfiler prof;           // cfg.profiler = &prof; train(cfg, ...);
 //   prof.write("vgg11.json", "vgg11");
+#include <algorithm>
 #include <cstddef>
 #include <map>
 #include <span>
@@ -57,6 +59,8 @@ class LayerProfiler {
   };
   std::vector<double> totals_;            // per iteration, all layers
   double median(const std::vector<double>& per_iteration) const;
+  /// Leading iterations the profile leaves out (the warm-up; all but the last of a short run).
+  std::size_t skipped() const { return std::min(warmup_, iterations_ - 1); }
 
   std::map<std::size_t, Layer> layers_;  // key: first parameter's index + 1 (0: input), so forward order
   std::size_t iterations_ = 0, warmup_;
