@@ -35,6 +35,19 @@ TEST_CASE("built-in profiles have the published layer sizes", "[sim][profile]") 
   const auto r20 = sim::builtin_profile("resnet20", {});
   CHECK(r20.layers[0].forward_seconds == Approx(2.0 * 144 * 784 * 32 / 100e9));
   CHECK(r20.layers[0].backward_seconds == Approx(2 * r20.layers[0].forward_seconds));
+  // Sockeye as P3's artifact trains it, hand-counted: source embedding 17192*512; bidirectional
+  // LSTM 2 * (1024*512 + 1024 + 1024*256 + 1024); LSTM 2048*512 + 2048 + 2048*512 + 2048;
+  // att_e2h 512*512 + 4 * (512*512 + 512) initial states; decoder: target embedding 7710*512,
+  // LSTMs 2048*1024 + 2048*512 + 2 * 2048 and 2048*512 * 2 + 2 * 2048, attention 512*512 + 512,
+  // hidden 512*1024 + 512; output 7710*512 + 7710. The heaviest tensor is the first (Figure 5(c)).
+  const auto sockeye = sim::builtin_profile("sockeye", {});
+  CHECK(sockeye.parameters() == 8'802'304 + 1'576'960 + 2'101'248 + 1'312'768 +
+                                    (3'947'520 + 3'149'824 + 2'101'248 + 262'656 + 524'800) + 3'955'230);
+  const gradsync::ModelLayout s_layout = sockeye.layout();
+  CHECK(s_layout.layer(0).name == "source_embed_weight");
+  for (const auto& t : s_layout.layers()) CHECK(t.elements <= s_layout.layer(0).elements);
+  CHECK(sockeye.layers.front().forward_seconds == 0);  // a lookup
+  CHECK_THROWS_WITH(sim::builtin_profile("sockeye", {.classes = 10}), Catch::Contains("drop --input and --classes"));
   // The toys.
   CHECK(sim::builtin_profile("p3-fig4", {}).compute_seconds() == 6);
   CHECK(sim::builtin_profile("p3-fig6", {}).layers[1].tensors[0].elements == 3 * 31'250'000);

@@ -7,6 +7,13 @@
 ///              fully connected layer holds 71.5% of them, P3's Figure 5)
 ///   vgg11      gradsync-train's VGG-11 (trainer/src/models.cpp) at 1x28x28, 10 classes: 44,920,074
 ///   resnet20   gradsync-train's ResNet-20 at 1x28x28, 10 classes: 272,186
+///   sockeye    Sockeye 1.5's RNN model as P3's artifact trains it (IWSLT15 en-vi, run_exp.sh:
+///              --num-layers 2:2 --rnn-cell-type lstm --rnn-num-hidden 512 --num-embed 512:512
+///              --attention-type mlp --attention-num-hidden 512; vocabularies 17,192 and 7,710 with
+///              Sockeye's 4 special words): 27,734,558 parameters, the heaviest the source
+///              embedding, the first layer (P3's Figure 5(c)). Sentences padded to 25 words on both
+///              sides (IWSLT15 averages 17-19 words per sentence; --bucket-width 10 pads to the
+///              next multiple of 10): an assumption, the paper gives no lengths
 ///   p3-fig4    P3's Figure 4 toy: 3 layers, forward and backward 1 s each; 62,500,000 parameters
 ///              per layer, so that a ring over 2 ranks at 1 Gbit/s synchronizes one in 2 s
 ///   p3-fig6    P3's Figure 6 toy: the same with the middle layer 3x larger (31.25M, 93.75M,
@@ -14,7 +21,8 @@
 ///              of 0.125 GB/s, push, update and broadcast take 1 s each (3 s for the middle one)
 ///
 /// Times: a convolution takes 2 Cin k^2 Cout Hout Wout FLOPs per sample forward, a linear layer
-/// 2 in out, a batch norm 4 C H W; backward is `backward_factor` times forward. ReLU, pooling and
+/// 2 in out, a batch norm 4 C H W, a recurrent or attention layer its matrix products per word,
+/// an embedding none (a lookup); backward is `backward_factor` times forward. ReLU, pooling and
 /// dropout are not timed (they hold no parameters and cost little next to those). Measured
 /// profiles (gradsync-train --profile, JSON) replace these estimates.
 ///
@@ -97,6 +105,11 @@ class ProfileBuilder {
     c_ = out;
     h_ = w_ = 1;
   }
+  /// A layer of `flops` per sample holding `tensors`.
+  void layer(const std::string& name, double flops, std::vector<LayerSpec> tensors) {
+    const double forward = flops * double(e_.batch) / e_.flops_per_second;
+    p_.layers.push_back({name, forward, forward * e_.backward_factor, std::move(tensors)});
+  }
   /// A layer with given times and one tensor (the toys).
   void timed(const std::string& name, double forward, double backward, std::size_t elements) {
     p_.layers.push_back({name, forward, backward, {{name + ".weight", elements}}});
@@ -108,10 +121,6 @@ class ProfileBuilder {
   Profile take() { return std::move(p_); }
 
  private:
-  void layer(const std::string& name, double flops, std::vector<LayerSpec> tensors) {
-    const double forward = flops * double(e_.batch) / e_.flops_per_second;
-    p_.layers.push_back({name, forward, forward * e_.backward_factor, std::move(tensors)});
-  }
   Profile p_;
   Estimate e_;
   std::size_t c_ = 0, h_ = 0, w_ = 0;
@@ -162,10 +171,53 @@ inline void vgg(ProfileBuilder& b, const std::vector<std::size_t>& config, std::
   b.linear("classifier.6", classes);
 }
 
+/// Sockeye's RNN encoder-decoder (see the list above), as compute layers in forward order. The
+/// decoder runs word by word through both LSTM layers, the attention and the hidden layer, so all
+/// their gradients (and the target embedding's) are ready together, at the end of its backward;
+/// the output layer runs once over all the decoder's states.
+inline void sockeye(ProfileBuilder& b) {
+  constexpr std::size_t source_vocab = 17'192, target_vocab = 7'710, embed = 512, hidden = 512, words = 25;
+  constexpr double w = words;
+  // An LSTM's tensors in MXNet's order: i2h weight and bias, h2h weight and bias (4 gates).
+  auto lstm = [](const std::string& name, std::size_t in, std::size_t units) -> std::vector<LayerSpec> {
+    return {{name + "_i2h_weight", 4 * units * in}, {name + "_i2h_bias", 4 * units},
+            {name + "_h2h_weight", 4 * units * units}, {name + "_h2h_bias", 4 * units}};
+  };
+  auto lstm_flops = [](std::size_t in, std::size_t units) { return 2.0 * double(4 * units * (in + units)); };
+  auto join = [](std::vector<LayerSpec> a, const std::vector<LayerSpec>& more) {
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  b.layer("source_embed", 0, {{"source_embed_weight", source_vocab * embed}});
+  // Layer 1: bidirectional, half the units each way.
+  b.layer("encoder_birnn", 2 * w * lstm_flops(embed, hidden / 2),
+          join(lstm("encoder_birnn_forward_l0", embed, hidden / 2), lstm("encoder_birnn_reverse_l0", embed, hidden / 2)));
+  b.layer("encoder_rnn", w * lstm_flops(hidden, hidden), lstm("encoder_rnn_l0", hidden, hidden));
+  // The attention's projection of every source state, and the decoder's initial h and c per layer.
+  std::vector<LayerSpec> init{{"att_e2h_weight", hidden * hidden}};
+  for (int i = 0; i < 4; ++i) {
+    const std::string n = "enc2decinit_" + std::to_string(i);
+    init.insert(init.end(), {{n + "_weight", hidden * hidden}, {n + "_bias", hidden}});
+  }
+  b.layer("decoder_init", 2.0 * double(hidden * hidden) * (w + 4), std::move(init));
+  // Per target word: layer 0 reads the embedding and the previous attentional state.
+  std::vector<LayerSpec> decoder = join(join({{"target_embed_weight", target_vocab * embed}},
+                                             lstm("decoder_rnn_l0", embed + hidden, hidden)),
+                                        lstm("decoder_rnn_l1", hidden, hidden));
+  decoder.insert(decoder.end(), {{"att_q2h_weight", hidden * hidden}, {"att_h2s_weight", hidden},
+                                 {"decoder_rnn_hidden_weight", hidden * 2 * hidden}, {"decoder_rnn_hidden_bias", hidden}});
+  const double attention = 2.0 * double(hidden * hidden) + 4.0 * double(hidden) * w;  // query, scores, context
+  b.layer("decoder", w * (lstm_flops(embed + hidden, hidden) + lstm_flops(hidden, hidden) + attention +
+                          2.0 * double(2 * hidden * hidden)),
+          std::move(decoder));
+  b.layer("decoder_rnn_cls", w * 2.0 * double(hidden * target_vocab),
+          {{"decoder_rnn_cls_weight", target_vocab * hidden}, {"decoder_rnn_cls_bias", target_vocab}});
+}
+
 }  // namespace detail
 
 /// The names builtin_profile() knows.
-inline constexpr std::string_view builtin_profiles = "resnet50, vgg19, vgg11, resnet20, p3-fig4, p3-fig6";
+inline constexpr std::string_view builtin_profiles = "resnet50, vgg19, vgg11, resnet20, sockeye, p3-fig4, p3-fig6";
 
 /// A built-in profile by name (see the list above); throws ConfigError naming the valid ones.
 inline Profile builtin_profile(std::string_view name, const Estimate& e) {
@@ -184,6 +236,14 @@ inline Profile builtin_profile(std::string_view name, const Estimate& e) {
     b.timed("layer1", 1, 1, fig6 ? 31'250'000 : 62'500'000);
     b.timed("layer2", 1, 1, fig6 ? 93'750'000 : 62'500'000);
     b.timed("layer3", 1, 1, fig6 ? 31'250'000 : 62'500'000);
+    return b.take();
+  }
+  if (name == "sockeye") {
+    if (e.input != std::array<std::size_t, 3>{} || e.classes != 0)
+      throw ConfigError("gradsync: the built-in sockeye profile has fixed vocabularies and sentence lengths; "
+                        "drop --input and --classes (or give a measured profile: --profile FILE)");
+    detail::ProfileBuilder b("sockeye", e, {});
+    detail::sockeye(b);
     return b.take();
   }
   if (name == "resnet50" || name == "resnet20") {
