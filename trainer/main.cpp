@@ -224,7 +224,8 @@ int main(int argc, char** argv) {
                                     "that every rank stops, or under --precision mixed skips the step)")
                          ->delimiter(':')->group("Fault injection");
   app.add_option("--bandwidth-change", bandwidth_change,
-                 "ITERATION:LINK: from that iteration on, every rank's emulated links (--bandwidth) send at LINK's rate")
+                 "ITERATION:LINK: from that iteration on, every rank's emulated links (--bandwidth) take LINK's rate and "
+                 "latency (1gbit, 1gbit+5ms)")
       ->delimiter(':')->group("Fault injection");
   CLI11_PARSE(app, argc, argv);
   if (nan_option->count()) c.inject_nan = TrainConfig::InjectNan{inject_nan.first, inject_nan.second};
@@ -286,10 +287,10 @@ int main(int argc, char** argv) {
     }
     if (app.count("--bandwidth-change")) {
       if (links.empty()) throw gradsync::ConfigError("--bandwidth-change changes the emulated links: add --bandwidth");
-      const double gbit = gradsync::transport::Link::parse(bandwidth_change.second).gbit;
-      c.before_iteration = [&links, gbit, from = bandwidth_change.first, first = c.first_rank](std::size_t r,
-                                                                                              std::size_t it) {
-        if (it == from) links.at(r - first)->set_gbit(gbit);  // each rank its own sends
+      const auto to = gradsync::transport::Link::parse(bandwidth_change.second);
+      c.before_iteration = [&links, to, from = bandwidth_change.first, first = c.first_rank](std::size_t r,
+                                                                                            std::size_t it) {
+        if (it == from) links.at(r - first)->change(to);  // each rank its own sends
       };
     }
     Trace trace;

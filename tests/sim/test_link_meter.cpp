@@ -60,5 +60,20 @@ TEST_CASE("the link watch keeps the setting while the rate holds and says by how
   const auto faster = watch.observe(0.9e8);
   REQUIRE(faster);
   CHECK(*faster == Approx(3));
+  CHECK_FALSE(watch.observe(1.0e8));  // baseline
+  CHECK_FALSE(watch.observe(3.0e8));
+  watch.reset();                      // another watch re-tuned: start over
+  CHECK_FALSE(watch.observe(3.0e8));  // the new baseline, not the second fast window
+  CHECK_FALSE(watch.observe(3.1e8));
   CHECK_THROWS_AS(sim::LinkWatch(0), gradsync::UsageError);
+
+  // An iteration-time watch counts only rises: falls are mostly a job's warm-up ending.
+  sim::LinkWatch pace(0.2, sim::LinkWatch::Watch::rises);
+  CHECK_FALSE(pace.observe(0.2));
+  CHECK_FALSE(pace.observe(0.1));
+  CHECK_FALSE(pace.observe(0.1));  // twice half the baseline: not a change
+  CHECK_FALSE(pace.observe(0.25));
+  const auto rose = pace.observe(0.26);  // twice 1.25x and 1.3x
+  REQUIRE(rose);
+  CHECK(*rose == Approx(1.3));
 }

@@ -2,13 +2,19 @@
 # --slicing auto (--tune) --retune-every as users run it, on a network that changes under the job
 # (--bandwidth-change): the ranks must re-tune at the same iterations to the same settings (every
 # rank prints its re-tunes), train on to identical weights, and at least one re-tune must happen
-# (the link drops fifty-fold). Without a launcher the ranks are in-process threads.
-# usage: retune.sh TRAINER [LAUNCHER...]   e.g. retune.sh build/gradsync-train mpiexec -np 3
+# (by default the link drops fifty-fold; --change 12:1gbit+5ms keeps the rate and adds latency).
+# Without a launcher the ranks are in-process threads.
+# usage: retune.sh [--change ITERATION:LINK] TRAINER [LAUNCHER...]   e.g. retune.sh build/gradsync-train mpiexec -np 3
 set -u
+change=12:20mbit
+if [ "${1:-}" = --change ]; then
+  change=$2
+  shift 2
+fi
 trainer=$1
 shift
 args=(--model resnet20 --width 1 --dataset synthetic --batch 8 --synthetic-size 4000 --iterations 30 --no-eval -q
-  --threads 1 --slicing auto --retune-every 3 --bandwidth 1gbit --bandwidth-change 12:20mbit --print-digest --timeout 60)
+  --threads 1 --slicing auto --retune-every 3 --bandwidth 1gbit --bandwidth-change "$change" --print-digest --timeout 60)
 if [ $# -gt 0 ]; then
   out=$("$@" "$trainer" "${args[@]}" 2>&1)
 else
@@ -27,7 +33,7 @@ ranks=$(echo "$out" | sed -n 's/.*rank \([0-9]*\) weights digest .*/\1/p' | sort
 reference=''
 for r in $ranks; do
   mine=$(echo "$out" | sed -n "s/^gradsync-train: rank $r: --retune-every: //p")
-  [ -n "$mine" ] || fail "rank $r never re-tuned though the link dropped from 1 Gbit/s to 20 Mbit/s"
+  [ -n "$mine" ] || fail "rank $r never re-tuned though the link changed from 1gbit to ${change#*:} at iteration ${change%%:*}"
   [ -z "$reference" ] && reference=$mine
   [ "$mine" = "$reference" ] || fail "rank $r re-tuned differently: '$mine' against rank 0's '$reference'"
 done

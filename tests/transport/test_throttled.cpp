@@ -43,6 +43,20 @@ TEST_CASE("a throttled link carries bytes at its rate, plus its latency") {
   a.send(1, 6, std::span(big).first(1));
   REQUIRE(b.recv(0, 6, out) == 1);
   REQUIRE(clock_type::now() - t1 >= 20ms);
+
+  // The network changes under the job (gradsync-train --bandwidth-change): the rate and the
+  // latency of what is sent from then on.
+  a.change(transport::Link::parse("1gbit+60ms"));
+  const auto t2 = clock_type::now();
+  a.send(1, 7, std::span(big).first(1));
+  REQUIRE(b.recv(0, 7, out) == 1);
+  REQUIRE(clock_type::now() - t2 >= 60ms);
+  const auto t3 = clock_type::now();
+  std::thread again([&] { a.send(1, 8, big); });
+  REQUIRE(b.recv(0, 8, out) == big.size());
+  again.join();
+  REQUIRE(clock_type::now() - t3 < 60ms + 50ms);  // 10 ms at 1 Gbit/s, not 100 ms at 100 Mbit/s
+  REQUIRE_THROWS_AS(a.change(transport::Link{.gbit = 0}), UsageError);
 }
 
 TEST_CASE("try_recv: a message counts as arrived only at its stamped time, and polling never sleeps") {

@@ -1,5 +1,6 @@
 #include "gradsync/trainer/retune.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace gradsync::trainer {
@@ -16,7 +17,7 @@ RetuningSync::RetuningSync(transport::Transport& t, std::size_t tensors, Tuning 
                            Statistics* report)
     : t_(t), tensors_(tensors), every_(every), tuning_(std::move(first)), profile_(std::move(profile)),
       space_(std::move(space)), build_(std::move(build)), log_(log), report_(report),
-      watch_(tolerance),
+      watch_(tolerance), pace_watch_(pace_tolerance, sim::LinkWatch::Watch::rises),
       sync_(build_(tuning_.chosen, meter_)) {
   if (every_ == 0) throw ConfigError("--retune-every must be at least 1 iteration");
 }
@@ -33,6 +34,9 @@ Statistics RetuningSync::statistics() const {
 void RetuningSync::finish_iteration() {
   sync_->finish_iteration();
   ++iteration_;
+  const auto now = std::chrono::steady_clock::now();
+  if (last_finish_) window_iterations_.push_back(std::chrono::duration<double>(now - *last_finish_).count());
+  last_finish_ = now;
 }
 
 void RetuningSync::load_state(std::size_t iteration, std::span<const float> saved) {
@@ -48,13 +52,27 @@ void RetuningSync::wait_for(std::size_t tensor) {
 
 void RetuningSync::recheck() {
   const sim::LinkWindow window = meter_.take();  // every rank: the window restarts alike
-  if (t_.size() == 1) return;                     // no link
-  // Rank 0 tells every rank whether the rate moved (0: it held); then all measure the link again
-  // and tune as at start-up, since the spans read the link's rate only where it is the bottleneck.
-  double moved = 0;
-  if (t_.rank() == 0) moved = watch_.observe(window.rate()).value_or(0);
+  std::vector<double> times;
+  times.swap(window_iterations_);
+  if (t_.size() == 1) return;  // no link
+  // Rank 0 tells every rank whether the rate or the iteration time moved (0: both held); then all
+  // measure the link again and tune as at start-up, since the spans read the link's rate only
+  // where it is the bottleneck.
+  struct Moved {
+    double rate = 0, pace = 0;
+  } moved;
+  if (t_.rank() == 0) {
+    moved.rate = watch_.observe(window.rate()).value_or(0);
+    if (!times.empty() && !warming_up_) {
+      std::ranges::nth_element(times, times.begin() + std::ptrdiff_t(times.size() / 2));
+      moved.pace = pace_watch_.observe(times[times.size() / 2]).value_or(0);
+    }
+    warming_up_ = false;
+    if (moved.rate != 0) pace_watch_.reset();  // the next window, under whatever is chosen now
+    if (moved.pace != 0) watch_.reset();
+  }
   from_rank0(t_, retune_tag, moved);
-  if (moved == 0) return;
+  if (moved.rate == 0 && moved.pace == 0) return;
   Tuning next = tune_on_link(t_, profile_, space_);
   const bool change = !same(next.chosen, tuning_.chosen);
   tuning_ = std::move(next);
@@ -64,10 +82,16 @@ void RetuningSync::recheck() {
     sync_ = build_(tuning_.chosen, meter_);
     sync_->load_state(iteration_, {});  // stochastic codecs key their random numbers on the iteration
   }
+  last_finish_ = std::chrono::steady_clock::now();  // the measurement is not an iteration
+  warming_up_ = true;
+  char what[96];
+  if (moved.rate != 0) std::snprintf(what, sizeof what, "the units' rate moved x%.2g", moved.rate);
+  else std::snprintf(what, sizeof what, "the iteration time moved x%.2g", moved.pace);
   std::fprintf(stderr,
-               "gradsync-train: rank %d: --retune-every: after iteration %zu the units' rate moved x%.2g; the link "
-               "measures %.3g Gbit/s; %s --slicing %s --collective %s --inflight %zu --credit %zu\n",
-               t_.rank(), iteration_, moved, tuning_.link.bytes_per_second * 8 / 1e9, change ? "switched to" : "kept",
+               "gradsync-train: rank %d: --retune-every: after iteration %zu %s; the link "
+               "measures %.3g Gbit/s, %.0f us one way; %s --slicing %s --collective %s --inflight %zu --credit %zu\n",
+               t_.rank(), iteration_, what, tuning_.link.bytes_per_second * 8 / 1e9,
+               tuning_.link.latency_seconds * 1e6, change ? "switched to" : "kept",
                tuning_.chosen.slicing.c_str(), tuning_.chosen.collective.c_str(), tuning_.chosen.inflight_units,
                tuning_.chosen.credit_bytes >> 20);
   if (log_) log_->push_back({iteration_, tuning_.link.bytes_per_second, tuning_.chosen, change});

@@ -7,7 +7,9 @@
 ///    spans, as Statistics::wire_seconds does, would count the link twice).
 ///  - LinkWatch: the rate of the first window after a (re)tune is the baseline; two windows in a
 ///    row off it by more than `tolerance` the same way (one alone is noise: a busy core, a burst)
-///    mean the network changed. Comparing rates measured the same way, not a rate with the
+///    mean the network changed. The same watch, on the window's median iteration time, catches
+///    what the rate misses: a few milliseconds more latency move 2.5 MB units' rate by a sixth, but
+///    a window that holds one unit at a time stalls on every round trip. Comparing rates measured the same way, not a rate with the
 ///    simulator's, keeps what the model gets wrong (latency per step, copies) out of the decision.
 ///    The spans say that the link changed, not what it became: they read its rate only while it
 ///    is the bottleneck (with compute in the way, a 30 Mbit/s link that became 1 Gbit/s read 0.23
@@ -84,14 +86,18 @@ class LinkMeter {
 /// Decides, window by window, whether the link has changed since the last (re)tune.
 class LinkWatch {
  public:
+  /// Which changes count: both ways, or only a value that grew (an iteration time: early windows
+  /// are slow while a job warms up, so a fall is mostly the warm-up ending).
+  enum class Watch { both, rises };
+
   /// \param tolerance  relative change of the measured rate that counts as a new network
-  explicit LinkWatch(double tolerance) : tolerance_(tolerance) {
+  explicit LinkWatch(double tolerance, Watch watch = Watch::both) : tolerance_(tolerance), watch_(watch) {
     if (!(tolerance > 0)) throw UsageError("gradsync: LinkWatch needs a positive tolerance");
   }
 
-  /// A window's rate (LinkWindow::rate()); when the network changed (the second window in a row
-  /// off the baseline the same way) returns that window's rate over the baseline, and takes the
-  /// next window as the new baseline. Windows without wire time (rate 0) are ignored.
+  /// A window's rate (LinkWindow::rate(), or another positive measure of it); when it changed
+  /// (the second window in a row off the baseline the same way) returns that window's value over
+  /// the baseline, and takes the next window as the new baseline. Values <= 0 are ignored.
   std::optional<double> observe(double rate) {
     if (!(rate > 0)) return std::nullopt;
     if (baseline_ == 0) {
@@ -99,17 +105,24 @@ class LinkWatch {
       return std::nullopt;
     }
     const double ratio = rate / baseline_;
-    const int side = ratio > 1 + tolerance_ ? 1 : ratio < 1 / (1 + tolerance_) ? -1 : 0;
+    const int side = ratio > 1 + tolerance_                                    ? 1
+                     : ratio < 1 / (1 + tolerance_) && watch_ == Watch::both ? -1
+                                                                              : 0;
     const bool persists = side != 0 && side == last_side_;
     last_side_ = side;
     if (!persists) return std::nullopt;
+    reset();
+    return ratio;
+  }
+  /// Takes the next window as the baseline (after a re-tune that another watch triggered).
+  void reset() {
     baseline_ = 0;
     last_side_ = 0;
-    return ratio;
   }
 
  private:
   double tolerance_;
+  Watch watch_;
   double baseline_ = 0;  // the rate of the first window after the last (re)tune; 0: not yet measured
   int last_side_ = 0;    // the last window: slower (-1), faster (+1) or within tolerance (0)
 };

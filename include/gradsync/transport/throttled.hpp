@@ -47,18 +47,20 @@ class Throttled final : public Transport {
   /// \param inner  the transport that moves the bytes (must outlive this object)
   /// \param link   the emulated link to every peer
   Throttled(T& inner, Link link)
-      : inner_(inner), link_(link), gbit_(link.gbit), links_(static_cast<std::size_t>(inner.size())) {
+      : inner_(inner), link_(link), gbit_(link.gbit), latency_(link.latency.count()),
+        links_(static_cast<std::size_t>(inner.size())) {
     if (!(link.gbit > 0)) throw UsageError("gradsync: Throttled: link bandwidth must be positive");
     held_.reserve(64);
   }
 
   T& inner() { return inner_; }
-  const Link& link() const { return link_; }  ///< as constructed (set_gbit changes only the rate)
-  /// A network that changes under a running job: messages sent from now on go at `gbit`; those
-  /// already booked keep their times.
-  void set_gbit(double gbit) {
-    if (!(gbit > 0)) throw UsageError("gradsync: Throttled: link bandwidth must be positive");
-    gbit_.store(gbit);
+  const Link& link() const { return link_; }  ///< as constructed (change() moves rate and latency)
+  /// A network that changes under a running job: messages sent from now on go at `to`'s rate and
+  /// latency (its burst and NIC sharing stay as constructed); those already booked keep their times.
+  void change(const Link& to) {
+    if (!(to.gbit > 0)) throw UsageError("gradsync: Throttled: link bandwidth must be positive");
+    gbit_.store(to.gbit);
+    latency_.store(to.latency.count());
   }
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
@@ -170,12 +172,13 @@ class Throttled final : public Transport {
       b.free_at = std::max(b.free_at, now - burst) + wire;  // an idle link saves up to `burst`
       left = std::max(b.free_at, now);  // a message within the saved burst leaves at once
     }
-    return left + link_.latency;
+    return left + std::chrono::microseconds(latency_.load());
   }
 
   T& inner_;
   Link link_;
   std::atomic<double> gbit_;
+  std::atomic<std::chrono::microseconds::rep> latency_;
   std::vector<Bucket> links_;
   std::mutex held_mutex_;
   std::vector<Held> held_;  // stamps try_recv read before their message's arrival time
