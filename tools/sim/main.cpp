@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   app.add_flag("--tensor-pull", tensor_pull,
                "ps: pull a tensor only once all of it is aggregated (MXNet KVStore, P3's baseline; with "
                "--slicing split:<servers>)");
-  app.add_option("--sum-gbps", sum_gbps, "ps: the server's add rate, GB/s of fp32 (default 7.49; 0: free)")
+  app.add_option("--sum-gbps", sum_gbps, "ps: the server's add rate, GB/s of fp32 (default 10.34; 0: free)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--iterations", iterations, "Iterations to simulate")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--json", json_path, "Write times, utilization and every event here (JSON)");

@@ -6,6 +6,11 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <type_traits>
+#if defined(__F16C__) && !defined(__CUDA_ARCH__)
+#include <immintrin.h>
+#define GRADSYNC_F16C 1
+#endif
 
 #include "../concept.hpp"
 #include "frame.hpp"
@@ -70,6 +75,18 @@ struct Bf16Format {
 /// index (chunk = 1), so that neighbouring threads touch neighbouring elements (coalesced).
 inline constexpr std::size_t narrow_chunk = 4096;
 
+// x86 CPUs with F16C convert 8 values per instruction, with the same results as Fp16Format: round
+// to nearest even (the rounding is given, not MXCSR's), overflow to infinity, subnormals exact, a
+// NaN kept quiet with its top payload bits. 6-8x the bit arithmetic's rate (bench_codec fp16).
+// The scalar loops finish the tails; a GPU and other CPUs run them throughout.
+template <class Format>
+inline constexpr bool hardware_fp16 =
+#ifdef GRADSYNC_F16C
+    std::is_same_v<Format, Fp16Format>;
+#else
+    false;
+#endif
+
 template <class Format>
 struct NarrowEncodeKernel {
   const float* in;
@@ -77,9 +94,15 @@ struct NarrowEncodeKernel {
   std::size_t n;
   std::size_t chunk = narrow_chunk;
   GRADSYNC_HD void operator()(std::size_t index) const {
-    const auto [begin, len] = bucket_range(index, chunk, n);
+    auto [begin, len] = bucket_range(index, chunk, n);
     const float* src = in;  // locals: byte stores could alias the members and force reloads
     std::byte* dst = out;
+#ifdef GRADSYNC_F16C
+    if constexpr (hardware_fp16<Format>)
+      for (; len >= 8; begin += 8, len -= 8)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * begin),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + begin), _MM_FROUND_TO_NEAREST_INT));
+#endif
     for (std::size_t i = begin; i < begin + len; ++i) store(dst + 2 * i, Format::from_float(src[i]));
   }
 };
@@ -91,7 +114,15 @@ struct NarrowDecodeKernel {
   std::size_t n;
   std::size_t chunk = narrow_chunk;
   GRADSYNC_HD void operator()(std::size_t index) const {
-    const auto [begin, len] = bucket_range(index, chunk, n);
+    auto [begin, len] = bucket_range(index, chunk, n);
+#ifdef GRADSYNC_F16C
+    if constexpr (hardware_fp16<Format>)
+      for (; len >= 8; begin += 8, len -= 8) {
+        __m256 v = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 2 * begin)));
+        if constexpr (Add) v = _mm256_add_ps(_mm256_loadu_ps(out + begin), v);
+        _mm256_storeu_ps(out + begin, v);
+      }
+#endif
     for (std::size_t i = begin; i < begin + len; ++i) {
       const float v = Format::to_float(load<std::uint16_t>(in + 2 * i));
       out[i] = Add ? out[i] + v : v;
