@@ -22,9 +22,11 @@ run: configure
 	cmake --build $(BUILD) -j $(JOBS) --target gradsync-train
 	$(BUILD)/trainer/gradsync-train
 
+# --timeout: a test without its own TIMEOUT that hangs fails after 10 minutes instead of holding
+# the run (the slowest test takes under a minute, under the sanitizers too).
 CTEST_ARGS ?=
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j $(JOBS) $(CTEST_ARGS)
 
 # Sanitizer runs (CI runs both): the library's tests under ASan+UBSan, the threaded ones under TSan.
 test-asan:

@@ -47,7 +47,8 @@ class GatedTransport final : public testing::Forwarding {
   void send(int dst, transport::Tag tag, std::span<const std::byte> data) override {
     {
       std::unique_lock lock(mutex_);
-      cv_.wait(lock, [&] { return !hold_(tag); });
+      // Bounded: a test that goes wrong while sends are held fails instead of hanging.
+      cv_.wait_for(lock, 60s, [&] { return !hold_(tag); });
       if (tag < transport::reserved_tags && std::find(order_.begin(), order_.end(), tag) == order_.end())
         order_.push_back(tag);
     }
@@ -166,7 +167,11 @@ TEST_CASE("a data-dependent priority re-keys units from the aggregates of the it
 }
 
 TEST_CASE("wait_for(0) returns while later layers are still in flight") {
-  const auto seen = testing::run_ranks<int>(2, [](int r, transport::Transport& t) {
+  // Rank 0 chooses among units ready on both ranks: until rank 1 has reported layer 0, its second
+  // executor could take another held layer's unit, and with both window slots held layer 0 would
+  // never go (rank 1 timed out under ThreadSanitizer, and the held sends hung the test).
+  std::latch handed_over(2);
+  const auto seen = testing::run_ranks<int>(2, [&](int r, transport::Transport& t) {
     GatedTransport gated(t);
     Sync<priority::ForwardOrder> sync(gated, kLayout, Options{.inflight_units = 2},
                                       {.slicing = {.max_elements = 1000}});
@@ -174,6 +179,7 @@ TEST_CASE("wait_for(0) returns while later layers are still in flight") {
     std::vector<std::vector<float>> g(kLayout.num_layers(), std::vector<float>(3000, 1.0f));
     for (std::size_t l = g.size(); l-- > 0;) sync.gradient_ready(l, g[l]);
     sync.finish_iteration();
+    handed_over.arrive_and_wait();
     int later_layers_in_flight = -1;
     if (r == 0) {
       // release the schedule and layer 0's units only; hold the data of every other layer
