@@ -1,7 +1,9 @@
 #include "gradsync/trainer/layer_profiler.hpp"
 
-#include <algorithm>
 #include <stdexcept>
+#include <utility>
+
+#include <gradsync/detail/median.hpp>
 
 #include "profile_json.hpp"  // tools/sim: the profile schema's writer, shared with gradsync-sim
 
@@ -27,9 +29,7 @@ double LayerProfiler::median(const std::vector<double>& per_iteration) const {
   const std::size_t skip = skipped();
   std::vector<double> v(iterations_ - skip, 0.0);  // iterations a layer got nothing in count as 0
   for (std::size_t i = skip; i < per_iteration.size(); ++i) v[i - skip] = per_iteration[i];
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  return gradsync::detail::median(std::move(v));
 }
 
 sim::Profile LayerProfiler::profile(const std::string& model) const {

@@ -1,7 +1,8 @@
 #include "gradsync/trainer/retune.hpp"
 
-#include <algorithm>
 #include <cstdio>
+
+#include <gradsync/detail/median.hpp>
 
 namespace gradsync::trainer {
 
@@ -63,13 +64,12 @@ void RetuningSync::recheck() {
   } moved;
   if (t_.rank() == 0) {
     moved.rate = watch_.observe(window.rate()).value_or(0);
-    if (!times.empty() && !warming_up_) {
-      std::ranges::nth_element(times, times.begin() + std::ptrdiff_t(times.size() / 2));
-      moved.pace = pace_watch_.observe(times[times.size() / 2]).value_or(0);
-    }
+    if (!times.empty() && !warming_up_) moved.pace = pace_watch_.observe(gradsync::detail::median(times)).value_or(0);
     warming_up_ = false;
-    if (moved.rate != 0) pace_watch_.reset();  // the next window, under whatever is chosen now
-    if (moved.pace != 0) watch_.reset();
+    if (moved.rate != 0 || moved.pace != 0) {  // both watches start over, under whatever is chosen now
+      watch_.reset();
+      pace_watch_.reset();
+    }
   }
   from_rank0(t_, retune_tag, moved);
   if (moved.rate == 0 && moved.pace == 0) return;

@@ -7,10 +7,11 @@
 ///    spans, as Statistics::wire_seconds does, would count the link twice).
 ///  - LinkWatch: the rate of the first window after a (re)tune is the baseline; two windows in a
 ///    row off it by more than `tolerance` the same way (one alone is noise: a busy core, a burst)
-///    mean the network changed. The same watch, on the window's median iteration time, catches
-///    what the rate misses: a few milliseconds more latency move 2.5 MB units' rate by a sixth, but
-///    a window that holds one unit at a time stalls on every round trip. Comparing rates measured the same way, not a rate with the
+///    mean the network changed. Comparing rates measured the same way, not a rate with the
 ///    simulator's, keeps what the model gets wrong (latency per step, copies) out of the decision.
+///    The same watch, on the window's median iteration time, catches what the rate misses: a few
+///    milliseconds more latency move 2.5 MB units' rate by a sixth, but a window that holds one
+///    unit at a time stalls on every round trip.
 ///    The spans say that the link changed, not what it became: they read its rate only while it
 ///    is the bottleneck (with compute in the way, a 30 Mbit/s link that became 1 Gbit/s read 0.23
 ///    Gbit/s), so the caller measures the link again before it tunes.

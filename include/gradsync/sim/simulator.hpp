@@ -55,6 +55,7 @@
 #include <vector>
 
 #include "../core/options.hpp"
+#include "../detail/median.hpp"
 #include "../priority/concept.hpp"
 #include "../slicing/concept.hpp"
 #include "codec_model.hpp"
@@ -165,9 +166,7 @@ class Engine {
     held_.assign(busy_.size(), 0.0);
     if (opt.rank_skew && !profile.iteration_seconds.empty()) {
       pace_samples_ = profile.iteration_seconds;
-      std::sort(pace_samples_.begin(), pace_samples_.end());
-      const std::size_t m = pace_samples_.size();
-      const double median = m % 2 ? pace_samples_[m / 2] : (pace_samples_[m / 2 - 1] + pace_samples_[m / 2]) / 2;
+      const double median = gradsync::detail::median(pace_samples_);
       for (double& x : pace_samples_) x /= median;
       workers_ = std::size_t(net.ranks);
     }
