@@ -33,7 +33,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 COMPUTE = ["compute", "compute-traffic", "ddp-compute"]  # the compute-only runs, before each model's runs on each link
 NAMES = {"compute": "gradsync compute only", "compute-traffic": "gradsync compute at line-rate traffic",
          "ddp-compute": "DDP compute only"}
-POLICY_ORDER = COMPUTE + ["wfbp", "p3", "p3-fp16", "p3-qsgd8", "ps", "ddp"]
+POLICY_ORDER = COMPUTE + ["wfbp", "p3", "p3-fp16", "p3-qsgd8", "ps", "p3-mpi", "p3-gloo", "wfbp-gloo", "p3-gloo-i8", "ddp"]
+
+
+def policy_key(policy):
+    """Known policies in POLICY_ORDER, then those a sweep defined itself (--define), by name."""
+    return (POLICY_ORDER.index(policy), "") if policy in POLICY_ORDER else (len(POLICY_ORDER), policy)
 
 
 def load_json(path):
@@ -164,7 +169,7 @@ def table(rates, runs):
                    "| bound at line rate (s) | x it | x DDP "
                    "| node 0 sent MB/iter | node 0 sends (Gbit/s) | others (cores) |")
         out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-        for r in sorted(mine, key=lambda r: (link_key(rates)(r["link"]), POLICY_ORDER.index(r["policy"]))):
+        for r in sorted(mine, key=lambda r: (link_key(rates)(r["link"]), policy_key(r["policy"]))):
             name = NAMES.get(r["policy"], r["policy"])
             if not r["ok"]:
                 out.append(f"| {r['link']} | {name} | FAILED (status {r['rc']}) | | | | | | | | | | |")
@@ -191,7 +196,8 @@ def gnuplot(script, **params):
 def throughput_plot(root, rates, runs, model):
     mine = [r for r in runs if r["model"] == model and r["ok"]]
     # The synchronized policies first, then the compute-only runs (drawn dashed: the ceilings).
-    columns = [p for p in POLICY_ORDER[len(COMPUTE):] + COMPUTE if any(r["policy"] == p for r in mine)]
+    defined = sorted({r["policy"] for r in mine} - set(POLICY_ORDER), key=policy_key)
+    columns = [p for p in POLICY_ORDER[len(COMPUTE):-1] + defined + ["ddp"] + COMPUTE if any(r["policy"] == p for r in mine)]
     links = sorted({r["link"] for r in mine}, key=link_key(rates))
     if not links:
         return None

@@ -19,7 +19,9 @@ usage: sweep.sh [options]
   --width W          width multiplier of the models (default $width)
   --nodes N          nodes, one rank each (default $nodes)
   --links LIST       unlimited or tc rates such as 300mbit, 1gbit, 10gbit (default $links)
-  --policies LIST    of $ALL_POLICIES (default all)
+  --policies LIST    of ${!POLICY_BITS[*]} (default $ALL_POLICIES)
+  --define NAME=FLAGS  a policy of your own, fp32 on the wire: gradsync-train FLAGS, e.g.
+                     --define p3-640k='--slicing fixed:640000 --priority forward' (repeatable; add NAME to --policies)
   --iterations N     per run (default $iterations); the first --warmup are not counted
   --warmup N         (default $warmup)
   --batch N          per rank (default $batch); --threads N compute threads per rank (default $threads)
@@ -42,6 +44,15 @@ while [ $# -gt 0 ]; do
       [ $# -ge 2 ] || die "$1 needs a value"
       opt=${1#--}
       printf -v "${opt//-/_}" %s "$2"
+      shift 2
+      ;;
+    --define)
+      [ $# -ge 2 ] && [[ $2 =~ ^[a-z0-9][a-z0-9._-]*=. ]] || die "--define needs NAME=FLAGS (NAME: a-z, 0-9, . _ -)"
+      name=${2%%=*}
+      [ -z "${POLICY_BITS[$name]:-}" ] || die "--define $name: a policy of that name exists"
+      codec=$(sed -n 's/.*--codec[ =]\([^ ]*\).*/\1/p' <<<"${2#*=}")
+      [ -z "$codec" ] || [ "$codec" = fp32 ] || die "--define $name: only fp32 policies (the wire bound counts 32 bits a parameter)"
+      POLICY_FLAGS[$name]=${2#*=} POLICY_BITS[$name]=32
       shift 2
       ;;
     --trace) trace=1 && shift ;;
@@ -69,7 +80,7 @@ for l in "${link_list[@]}"; do
 done
 with_ddp=0
 for p in "${policy_list[@]}"; do
-  [ -n "${POLICY_BITS[$p]:-}" ] || die "unknown policy '$p' (valid: $ALL_POLICIES)"
+  [ -n "${POLICY_BITS[$p]:-}" ] || die "unknown policy '$p' (valid: ${!POLICY_BITS[*]})"
   [ "$p" = ddp ] && with_ddp=1
 done
 [ "$(id -u)" -eq 0 ] || die "network namespaces need root: run as root (sudo $0 ...)"

@@ -22,6 +22,9 @@ TEST_CASE("collective names parse with their knobs, and bad ones are rejected wi
 #if !defined(GRADSYNC_WITH_MPI)
   REQUIRE_THROWS_WITH(AnyCollective::parse("mpi"), Catch::Contains("needs gradsync built with MPI"));
 #endif
+#if !defined(GRADSYNC_WITH_GLOO)  // this program does not link gradsync::gloo (test_gloo does)
+  REQUIRE_THROWS_WITH(AnyCollective::parse("gloo:eth0"), Catch::Contains("install libgloo-dev"));
+#endif
 }
 
 TEST_CASE("ranks that differ in a collective's knobs fail the handshake, naming them") {

@@ -39,6 +39,8 @@ TEST_CASE("ring vs hierarchical step counts: 2(p-1) vs 4(k-1) + 2(p/k-1)", "[sim
   CHECK(sim::CollectiveModel::parse("hierarchical:8").steps(64, 4096) == 42);
   // p = 1024, k = 16 (the paper's best k on its 1024 GPUs): ring 2046; 4*15 + 2*63 = 186.
   CHECK(sim::CollectiveModel::parse("ring").steps(1024, 4096) == 2046);
+  // the vendor libraries' all-reduces (MPI's, Gloo's on any interface, NCCL's) are rings too
+  for (const char* ring : {"mpi", "gloo", "gloo:eth0", "nccl"}) CHECK(sim::CollectiveModel::parse(ring).steps(64, 4096) == 126);
   CHECK(sim::CollectiveModel::parse("hierarchical:16").steps(1024, 4096) == 186);
   // k = 1 is the ring; automatic k on 512 ranks: round(sqrt(256)) = 16.
   CHECK(sim::CollectiveModel::parse("hierarchical:1").steps(64, 4096) == 126);

@@ -7,6 +7,8 @@
 ///   "hierarchical[:k]"     Hierarchical with groups of k ranks (default: automatic)
 ///   "hybrid[:bytes[:k]]"   Hybrid: hierarchical below `bytes` (e.g. 256KiB), ring above
 ///   "mpi"                  MpiNative (only when built with MPI: GRADSYNC_WITH_MPI, target gradsync::mpi)
+///   "gloo[:iface]"         GlooNative on that network interface (only when built with Gloo:
+///                          GRADSYNC_WITH_GLOO, target gradsync::gloo)
 ///   "nccl"                 NcclNative (only when built with NCCL: GRADSYNC_WITH_NCCL, target gradsync::nccl)
 ///   "nccl-hierarchical[:k]" NcclHierarchical: NCCL inside groups of k, the ring between them (NCCL too)
 ///
@@ -25,6 +27,9 @@
 #if defined(GRADSYNC_WITH_MPI)
 #include "mpi_native.hpp"
 #endif
+#if defined(GRADSYNC_WITH_GLOO)
+#include "gloo_native.hpp"
+#endif
 #if defined(GRADSYNC_WITH_NCCL)
 #include "nccl_hierarchical.hpp"
 #include "nccl_native.hpp"
@@ -37,6 +42,10 @@ struct AnyCollective {
 #if defined(GRADSYNC_WITH_MPI)
                ,
                MpiNative
+#endif
+#if defined(GRADSYNC_WITH_GLOO)
+               ,
+               GlooNative
 #endif
 #if defined(GRADSYNC_WITH_NCCL)
                ,
@@ -69,6 +78,14 @@ struct AnyCollective {
 #else
       throw ConfigError("gradsync: collective 'mpi' needs gradsync built with MPI: link the gradsync::mpi target "
                         "(or define GRADSYNC_WITH_MPI and link MPI); otherwise use 'ring'");
+#endif
+    }
+    if (name == "gloo") {
+#if defined(GRADSYNC_WITH_GLOO)
+      return {GlooNative(std::string(arg))};
+#else
+      throw ConfigError("gradsync: collective 'gloo' needs gradsync built with Gloo: install libgloo-dev (Debian) "
+                        "and link the gradsync::gloo target; otherwise use 'ring'");
 #endif
     }
     if (!has_arg && text == "nccl") {

@@ -103,7 +103,7 @@ struct CollectiveModel {
     auto group_of = [&](std::string_view s) { return gradsync::detail::parse_count(s, "collective", text, valid); };
     CollectiveModel m;
     m.text = std::string(text);
-    if (!has_arg && (name == "ring" || name == "mpi" || name == "nccl")) m.kind = Kind::ring;
+    if ((!has_arg && (name == "ring" || name == "mpi" || name == "nccl")) || name == "gloo") m.kind = Kind::ring;
     else if (!has_arg && name == "ps") m.kind = Kind::ps;
     else if (!has_arg && name == "reduce-broadcast") m.kind = Kind::reduce_broadcast;
     else if (name == "hierarchical" || name == "nccl-hierarchical") {

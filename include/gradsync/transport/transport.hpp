@@ -23,7 +23,8 @@ inline constexpr Tag abort_tag = reserved_tags + 3;  ///< a failing rank's messa
 inline constexpr Tag udp_address_tag = reserved_tags + 4;  ///< BestEffort's exchange of UDP addresses
 inline constexpr Tag ready_tag = reserved_tags + 5;        ///< units ready on a rank, reported to rank 0
 inline constexpr Tag nccl_bootstrap_tag = reserved_tags + 6;  ///< rank 0's NCCL unique id
-inline constexpr Tag last_reserved_tag = nccl_bootstrap_tag;  ///< a transport must carry tags up to this
+inline constexpr Tag gloo_address_tag = reserved_tags + 7;    ///< collective::GlooNative's pair addresses
+inline constexpr Tag last_reserved_tag = gloo_address_tag;  ///< a transport must carry tags up to this
 
 class Transport {
  public:
