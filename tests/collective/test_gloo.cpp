@@ -45,7 +45,7 @@ TEST_CASE("collective 'gloo' names an interface it cannot use") {
   transport::InProcessGroup group(2, std::chrono::milliseconds(2000));
   collective::GlooNative gloo("gradsync-no-such-if0");
   const collective::Setup setup{.transport = group.rank(0)};
-  CHECK_THROWS_WITH(gloo.start(setup), Catch::Contains("interface 'gradsync-no-such-if0'") &&
+  CHECK_THROWS_WITH(gloo.start(setup), Catch::Contains("no network interface 'gradsync-no-such-if0'") &&
                                            Catch::Contains("GLOO_SOCKET_IFNAME"));
 }
 

@@ -8,7 +8,8 @@
 /// in-process, ...) only bootstraps them. start() opens a Gloo TCP device on the interface named
 /// by `iface` (else the environment's GLOO_SOCKET_IFNAME, as in PyTorch; else the address of the
 /// host's name, Gloo's default), sends every peer the address of the pair that waits for it and
-/// connects the full mesh. Units pass their tag to Gloo, so they run concurrently. Bytes move
+/// connects the full mesh. Units pass their tag to Gloo, so they run concurrently. Gloo's errors
+/// (gloo::Exception, and gloo::EnforceNotMet, which is not one) become gradsync's. Bytes move
 /// outside the synchronizer's transport: a Throttled transport does not shape them.
 ///
 /// \code
@@ -22,7 +23,11 @@
 #include <gloo/transport/context.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <net/if.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <string>
@@ -36,15 +41,14 @@ namespace gradsync::collective {
 
 namespace detail {
 
-/// (Gloo throws gloo::Exception, and gloo::EnforceNotMet, which is not one: both are caught as
-/// std::exception and become gradsync's errors.)
 /// A gloo::Context whose pairs find each other through a gradsync transport instead of a Gloo
 /// store: each rank sends peer p the address its pair for p listens on, then connects them all.
 class GlooMesh : public gloo::Context {
  public:
   GlooMesh(transport::Transport& t, const std::string& iface) : gloo::Context(t.rank(), t.size()) {
+    const gloo::transport::tcp::attr attr = device_attr(iface);
     try {
-      device_ = gloo::transport::tcp::CreateDevice(device_attr(iface));
+      device_ = gloo::transport::tcp::CreateDevice(attr);
     } catch (const std::exception& e) {
       throw ConfigError("gradsync: collective 'gloo' could not open a TCP device" +
                         (iface.empty() ? std::string(" on the host name's address") : " on interface '" + iface + "'") +
@@ -78,6 +82,11 @@ class GlooMesh : public gloo::Context {
     gloo::transport::tcp::attr attr;
     if (iface.empty())
       if (const char* env = std::getenv("GLOO_SOCKET_IFNAME")) iface = env;
+    // Checked here: Gloo's own check throws past its getifaddrs() list, which then leaks.
+    if (!iface.empty() && if_nametoindex(iface.c_str()) == 0)
+      throw ConfigError("gradsync: collective 'gloo': no network interface '" + iface + "' on this host (" +
+                        std::strerror(errno) + "); name the one the ranks reach each other on with 'gloo:IFACE' "
+                        "or GLOO_SOCKET_IFNAME (ip -brief address lists them)");
     attr.iface = iface;
     return attr;
   }
