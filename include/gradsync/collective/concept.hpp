@@ -144,6 +144,11 @@ bool accepts_device_memory(const K& k) {
 }
 
 namespace detail {
+/// What each rank sends in a ring all-reduce of `bytes` over `ranks` (reduce-scatter, then
+/// all-gather): the count vendor collectives report, since their libraries do not say.
+inline std::size_t ring_bytes(std::size_t bytes, int ranks) {
+  return bytes * 2 * static_cast<std::size_t>(ranks - 1) / static_cast<std::size_t>(ranks);
+}
 inline void finish_mean(std::span<float> data, bool average, int ranks) {
   if (!average || ranks == 1) return;
   const float n = static_cast<float>(ranks);

@@ -103,9 +103,8 @@ struct GlooNative {
   std::string_view name() const { return "gloo"; }
   static constexpr bool needs_lossless_codec = true;  ///< Gloo adds fp32 values
 
-  /// Connects this rank's Gloo pairs (collective::Setup); every rank must start together. The
-  /// pairs close when the last copy made after start() goes (peers may still be reading the last
-  /// unit's bytes when this rank's synchronizer stops).
+  /// Connects this rank's Gloo pairs (collective::Setup); every rank must start together. They
+  /// close with the synchronizer that holds them.
   void start(const Setup& setup) {
     if (setup.transport.size() > 1) mesh_ = std::make_shared<detail::GlooMesh>(setup.transport, iface);
   }
@@ -132,8 +131,7 @@ struct GlooNative {
                       "(raise Options::timeout if it is only slow)");
     }
     detail::finish_mean(job.data, job.average, n);
-    // What a ring all-reduce sends (Gloo's ring: reduce-scatter, then all-gather).
-    return job.data.size_bytes() * 2 * static_cast<std::size_t>(n - 1) / static_cast<std::size_t>(n);
+    return detail::ring_bytes(job.data.size_bytes(), n);  // Gloo's ring
   }
 
  private:

@@ -43,7 +43,7 @@ struct MpiNative {
     mpi->wait(req, "MPI_Iallreduce", job.tag);
     detail::finish_mean(job.data, job.average, t.size());
     // What a ring all-reduce sends; MPI does not say what its algorithm sent.
-    return job.data.size_bytes() * 2 * static_cast<std::size_t>(t.size() - 1) / static_cast<std::size_t>(t.size());
+    return detail::ring_bytes(job.data.size_bytes(), t.size());
   }
 
  private:

@@ -109,7 +109,7 @@ struct NcclHierarchical {
     }
     cudaEventDestroy(done);
     // Inside the group NCCL moves fp32 (what a ring would send there); between groups, the ring.
-    return sent + bytes * 2 * static_cast<std::size_t>(k - 1) / static_cast<std::size_t>(k);
+    return sent + detail::ring_bytes(bytes, k);
   }
 
  private:

@@ -68,7 +68,7 @@ struct NcclNative {
     }
     cudaEventDestroy(done);
     // What a ring all-reduce sends; NCCL does not say what its algorithm sent.
-    return job.data.size_bytes() * 2 * static_cast<std::size_t>(t.size() - 1) / static_cast<std::size_t>(t.size());
+    return detail::ring_bytes(job.data.size_bytes(), t.size());
   }
 
  private:
