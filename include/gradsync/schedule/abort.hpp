@@ -81,7 +81,7 @@ class PeerAbort {
   /// Polls the peers until one reports a failure (returns it as a PeerError naming that rank), one
   /// reports a timeout (returns settle's verdict), or `control` stops (returns null).
   std::exception_ptr watch(Control& control, std::chrono::milliseconds grace) {
-    for (; !control.stopping(); control.wait_for(transport::Cancellable::slice, [] { return false; })) {
+    for (; !control.stopping(); control.nap(transport::Cancellable::slice)) {
       poll();
       std::unique_lock lock(mutex_);
       for (const Report& r : reports_)

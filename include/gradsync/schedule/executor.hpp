@@ -78,14 +78,20 @@ class Executors {
                         std::to_string(p_.table.ready_iteration(d->unit)) + " for unit " + std::to_string(d->unit) +
                         " but rank 0 scheduled iteration " + std::to_string(d->iteration) +
                         ": ranks must call finish_iteration() in step");
-      p_.control.update([&] { ++busy_; });
+      p_.control.change([&] { ++busy_; });
       try {
         run_unit(slot, *d, sequence);
       } catch (...) {
         p_.control.update([&] { --busy_; });
         throw;
       }
-      p_.control.update([&] { --busy_; });
+      // One wake-up per unit: the layer's count, the window's credit and the executor's state
+      // change together (each update wakes every waiting thread).
+      p_.control.update([&] {
+        p_.table.complete(d->unit);
+        p_.leader.finished(d->unit);
+        --busy_;
+      });
     }
   }
 
@@ -129,8 +135,6 @@ class Executors {
     const auto finished = clock::now(), ready = p_.table.ready_at(u);
     p_.stats.unit(unit.elements, sent, !fp32 && !p_.codec.lossless(), started - ready, finished - started);
     if (p_.options.on_unit) p_.options.on_unit({u, iteration, unit.elements, sent, ready, started, finished, blocks});
-    p_.control.update([&] { p_.table.complete(u); });
-    p_.leader.finished(u);
   }
 
   Parts p_;

@@ -19,7 +19,7 @@
 ///   leader.ready(units, iteration, key);         // these units became ready on this rank
 ///   std::uint64_t seq;
 ///   while (auto d = leader.next(seq)) run(*d);   // each executor thread; nothing once stopping
-///   leader.finished(u);                          // its collective is done: frees its credit
+///   control.update([&] { leader.finished(u); }); // its collective is done: frees its credit
 ///   leader.stop();                               // after Control::stop(): wakes a waiting chooser
 /// \endcode
 ///
@@ -67,17 +67,17 @@ class CreditWindow {
   /// Books `bytes` once they fit (or nothing else is in flight); false once stopping.
   bool take(std::size_t bytes) {
     if (!control_.wait([&] { return inflight_units_ == 0 || inflight_bytes_ + bytes <= credit_; })) return false;
-    control_.update([&] {
+    control_.change([&] {  // nothing waits for the window to fill
       ++inflight_units_;
       inflight_bytes_ += bytes;
     });
     return true;
   }
-  void give_back(std::size_t bytes) {
-    control_.update([&] {
-      --inflight_units_;
-      inflight_bytes_ -= bytes;
-    });
+  /// Frees `bytes`; the caller holds the control's lock (inside Control::update, which wakes a
+  /// chooser waiting for room).
+  void give_back_locked(std::size_t bytes) {
+    --inflight_units_;
+    inflight_bytes_ -= bytes;
   }
 
  private:
@@ -118,9 +118,10 @@ class Leader {
     report_message(units, iteration);
     control_.notify();  // an executor may be waiting for one of them
   }
-  /// Unit u's collective finished on this rank.
+  /// Unit u's collective finished on this rank; call it inside Control::update (it frees the
+  /// unit's credit, and the update wakes a chooser waiting for room).
   void finished(std::uint32_t u) {
-    if (leads()) window_.give_back(bytes(u));
+    if (leads()) window_.give_back_locked(bytes(u));
   }
   /// Rank 0's latest loss_t / loss_0, sent with every decision from now on (DGT).
   void loss_ratio(float ratio) { loss_ratio_.store(ratio); }
