@@ -75,6 +75,16 @@ class GlooMesh : public gloo::Context {
                         "interface Gloo chose ('gloo:IFACE' or GLOO_SOCKET_IFNAME name it)");
       }
     }
+    // Gloo's connect() returns on one side before the other side's has: a rank that closed its
+    // pairs right after start() made a peer's start() fail. No rank leaves until all are connected.
+    const std::byte connected{1};
+    for (int p = 0; p < size; ++p)
+      if (p != rank) t.send(p, transport::gloo_address_tag, std::span(&connected, 1));
+    for (int p = 0; p < size; ++p) {
+      if (p == rank) continue;
+      std::byte got{};
+      t.recv(p, transport::gloo_address_tag, std::span(&got, 1));
+    }
   }
 
  private:
