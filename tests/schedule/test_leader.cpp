@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <latch>
 #include <cmath>
@@ -295,4 +296,50 @@ TEST_CASE("rank 0 schedules only units ready on every rank: a slower rank's read
     return r == 0 || ok;
   });
   REQUIRE(waited == std::vector<int>{1, 1});
+}
+
+namespace {
+/// Counts how often this rank looks for a schedule message: rank 0 for reports, the others for
+/// decisions.
+class CountingTransport final : public testing::Forwarding {
+ public:
+  using Forwarding::Forwarding;
+  std::atomic<int> looks{0};
+  std::optional<std::size_t> recv_for(int src, transport::Tag tag, std::span<std::byte> out,
+                                      std::chrono::milliseconds wait) override {
+    if (tag == transport::schedule_tag) ++looks;
+    return inner_.recv_for(src, tag, out, wait);
+  }
+  std::optional<std::size_t> try_recv(int src, transport::Tag tag, std::span<std::byte> out) override {
+    if (tag == transport::ready_tag) ++looks;
+    return inner_.try_recv(src, tag, out);
+  }
+};
+}  // namespace
+
+TEST_CASE("between iterations the choosers sleep instead of polling the transport") {
+  // Every unit handed over is decided: no decision can come until gradient_ready hands over more.
+  // A chooser that polled would look every 20-200 us (rank 0) or 50 ms (the others) through the
+  // forward pass, each look a wake-up taken from the compute threads.
+  const auto looks = testing::run_ranks<int>(2, [](int r, transport::Transport& t) {
+    CountingTransport counting(t);
+    Sync<priority::ForwardOrder> sync(counting, kLayout, Options{.inflight_units = 2},
+                                      {.slicing = {.max_elements = 1000}});
+    std::vector<std::vector<float>> g(kLayout.num_layers(), std::vector<float>(3000, 1.0f + r));
+    int idle_looks = -1;
+    for (int iteration = 0; iteration < 2; ++iteration) {
+      for (std::size_t l = g.size(); l-- > 0;) sync.gradient_ready(l, g[l]);
+      sync.finish_iteration();
+      sync.wait_all();
+      if (iteration == 1) break;
+      const int before = counting.looks.load();
+      std::this_thread::sleep_for(300ms);  // a forward pass
+      idle_looks = counting.looks.load() - before;
+    }
+    REQUIRE(g[0] == std::vector<float>(3000, 1.5f));  // and the next iteration still synchronizes
+    return idle_looks;
+  });
+  // One look may have been under way when the last unit was decided.
+  CHECK(looks[0] <= 1);
+  CHECK(looks[1] <= 1);
 }

@@ -23,6 +23,12 @@
 ///   leader.stop();                               // after Control::stop(): wakes a waiting chooser
 /// \endcode
 ///
+/// Idle: a chooser waits for messages (rank 0 for reports, the others for decisions) only while
+/// one can come. No unit can be decided before it is ready on this rank, so while every unit
+/// this rank handed over is decided, the chooser sleeps until gradient_ready hands over more,
+/// instead of polling the transport every 20-200 us through a forward pass (a wake-up each,
+/// taken from the compute threads).
+///
 /// The window (Options::credit_bytes, Options::inflight_units) bounds what is on the wire at once
 /// so a late, urgent unit waits for little; a unit larger than the credit still goes, alone.
 #include <algorithm>
@@ -113,10 +119,12 @@ class Leader {
         key_[u].store(key(u));
         arrive(u);
       }
-      return;
+    } else {
+      report_message(units, iteration);
+      control_.notify();  // an executor may be waiting for one of them
     }
-    report_message(units, iteration);
-    control_.notify();  // an executor may be waiting for one of them
+    handed_over_.fetch_add(units.size());
+    handed_over_.notify_all();  // a chooser may sleep until this rank has undecided units
   }
   /// Unit u's collective finished on this rank; call it inside Control::update (it frees the
   /// unit's credit, and the update wakes a chooser waiting for room).
@@ -130,11 +138,18 @@ class Leader {
   std::optional<Decision> next(std::uint64_t& sequence) {
     std::lock_guard lock(choosing_);
     const auto d = leads() ? decide() : receive();
-    if (d) sequence = decided_++;
+    if (d) {
+      sequence = decided_++;
+      decided_units_.fetch_add(1);
+    }
     return d;
   }
-  /// Wakes a chooser waiting for a ready unit after Control::stop().
-  void stop() { lanes_.wake(); }
+  /// Wakes a chooser waiting for a ready unit after Control::stop() (call it only then).
+  void stop() {
+    lanes_.wake();
+    handed_over_.fetch_add(1);  // a change wakes a sleeping chooser (after Control::stop: it sees the stop)
+    handed_over_.notify_all();
+  }
 
   /// The rank this one has waited for at least `at_least` to go on choosing, or -1: what a
   /// timed-out rank is stuck on while its executors wait here. On rank 0, the rank that has not
@@ -203,6 +218,19 @@ class Leader {
                      std::to_string(rank) + ": the ranks run different gradsync builds, or a message was corrupted");
   }
 
+  // While every unit this rank handed over is decided, no decision can come: sleeps until
+  // gradient_ready hands over more (or the synchronizer stops). False when there was no need.
+  bool sleep_while_all_decided() {
+    bool slept = false;
+    for (;;) {
+      const std::uint64_t handed = handed_over_.load();
+      if (handed != decided_units_.load() || control_.stopping()) return slept;
+      receiving_since_.store(never);  // waiting for this rank's own trainer, not for a peer
+      handed_over_.wait(handed);
+      slept = true;
+    }
+  }
+
   // Rank 0: as late as possible, once the window has room, the most urgent unit ready everywhere.
   std::optional<Decision> decide() {
     detail::Backoff backoff;
@@ -212,8 +240,13 @@ class Leader {
       const auto u = lanes_.try_pop();
       if (!u) {
         if (control_.stopping()) continue;
-        if (t_.size() == 1) lanes_.wait_for_push(seen);
-        else backoff.pause();  // reports come over the transport: poll it
+        if (t_.size() == 1) {
+          lanes_.wait_for_push(seen);
+        } else if (!sleep_while_all_decided()) {
+          backoff.pause();  // reports come over the transport: poll it
+          continue;
+        }
+        backoff = {};
         continue;
       }
       if (!window_.take(bytes(*u))) return std::nullopt;
@@ -232,6 +265,10 @@ class Leader {
       return d;
     };
     while (!control_.stopping()) {
+      if (sleep_while_all_decided()) {
+        receiving_since_.store(UnitTable::clock::now());  // waiting for rank 0 again
+        continue;
+      }
       Decision d;
       const auto got = t_.recv_for(0, transport::schedule_tag, std::as_writable_bytes(std::span(&d, 1)),
                                    std::chrono::milliseconds(50));
@@ -260,6 +297,8 @@ class Leader {
   std::atomic<UnitTable::clock::time_point> receiving_since_{never};
   std::mutex choosing_;        // one executor chooses at a time: every rank runs rank 0's order
   std::uint64_t decided_ = 0;  // decisions taken so far (guarded by choosing_)
+  // Units this rank handed over, and units decided: equal, no decision can come (idle chooser).
+  std::atomic<std::uint64_t> handed_over_{0}, decided_units_{0};
 };
 
 }  // namespace gradsync::schedule
