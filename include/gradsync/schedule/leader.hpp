@@ -138,10 +138,7 @@ class Leader {
   std::optional<Decision> next(std::uint64_t& sequence) {
     std::lock_guard lock(choosing_);
     const auto d = leads() ? decide() : receive();
-    if (d) {
-      sequence = decided_++;
-      decided_units_.fetch_add(1);
-    }
+    if (d) sequence = decided_++;
     return d;
   }
   /// Wakes a chooser waiting for a ready unit after Control::stop() (call it only then).
@@ -220,11 +217,12 @@ class Leader {
 
   // While every unit this rank handed over is decided, no decision can come: sleeps until
   // gradient_ready hands over more (or the synchronizer stops). False when there was no need.
+  // Called by the chooser, under choosing_.
   bool sleep_while_all_decided() {
     bool slept = false;
     for (;;) {
       const std::uint64_t handed = handed_over_.load();
-      if (handed != decided_units_.load() || control_.stopping()) return slept;
+      if (handed != decided_ || control_.stopping()) return slept;
       receiving_since_.store(never);  // waiting for this rank's own trainer, not for a peer
       handed_over_.wait(handed);
       slept = true;
@@ -297,8 +295,8 @@ class Leader {
   std::atomic<UnitTable::clock::time_point> receiving_since_{never};
   std::mutex choosing_;        // one executor chooses at a time: every rank runs rank 0's order
   std::uint64_t decided_ = 0;  // decisions taken so far (guarded by choosing_)
-  // Units this rank handed over, and units decided: equal, no decision can come (idle chooser).
-  std::atomic<std::uint64_t> handed_over_{0}, decided_units_{0};
+  // Units this rank handed over; equal to decided_, no decision can come (idle chooser).
+  std::atomic<std::uint64_t> handed_over_{0};
 };
 
 }  // namespace gradsync::schedule
