@@ -60,9 +60,13 @@ class Dying final : public testing::Forwarding {
   const std::atomic<bool>& dead_;
 };
 
+/// One buffer per layer. Declared before the synchronizer: a rank that leaves mid-iteration still
+/// has units in flight that write into the buffers until the synchronizer's destructor joins them.
+using Gradients = std::vector<std::vector<float>>;
+
 /// Trains until something throws; returns the message (empty if nothing did).
-std::string train_until_failure(Sync& sync, int rank) {
-  std::vector<std::vector<float>> g(kLayout.num_layers());
+std::string train_until_failure(Sync& sync, Gradients& g, int rank) {
+  g.assign(kLayout.num_layers(), {});
   try {
     for (int it = 0; it < 50; ++it) {
       for (std::size_t l = 0; l < g.size(); ++l) sync.wait_for(l);
@@ -83,8 +87,8 @@ std::string train_until_failure(Sync& sync, int rank) {
 /// text ends the run before that layer's hand-over with it. Otherwise returns the first error's
 /// text, or "finished".
 template <class Leave>
-std::string train_ones(AnySynchronizer& sync, int iterations, Leave&& leave) {
-  std::vector<std::vector<float>> g(kLayout.num_layers());
+std::string train_ones(AnySynchronizer& sync, Gradients& g, int iterations, Leave&& leave) {
+  g.assign(kLayout.num_layers(), {});
   try {
     for (int it = 0; it < iterations; ++it) {
       for (std::size_t l = 0; l < g.size(); ++l) sync.wait_for(l);
@@ -116,9 +120,10 @@ TEST_CASE("an error on one rank's thread stops every rank at once with that rank
       [&](int r, transport::Transport& t) {
         Failing mine = codec;
         mine.armed = r == failing;
+        Gradients g;
         Sync sync(t, kLayout, Options{.timeout = 60s},
                   {.slicing = {.max_elements = 5000}, .codec = mine, .collective = collective::AnyCollective::parse(collective)});
-        return train_until_failure(sync, r);
+        return train_until_failure(sync, g, r);
       },
       60s);
   const auto took = std::chrono::steady_clock::now() - t0;
@@ -133,8 +138,9 @@ TEST_CASE("an error on one rank's thread stops every rank at once with that rank
 TEST_CASE("abort() from the training loop stops every peer with the reason", "[abort]") {
   const auto t0 = std::chrono::steady_clock::now();
   const auto errors = testing::run_ranks<std::string>(3, [](int r, transport::Transport& t) -> std::string {
+    Gradients g;
     AnySynchronizer sync(t, kLayout, {"fixed:5000", "forward", "fp32", "ring"}, Options{.timeout = 60s});
-    return train_ones(sync, 20, [&](int it, std::size_t l) -> std::optional<std::string> {
+    return train_ones(sync, g, 20, [&](int it, std::size_t l) -> std::optional<std::string> {
       if (it != 3 || r != 2 || l + 1 != kLayout.num_layers()) return std::nullopt;
       sync.abort("loss is nan at iteration 3");  // after the waits, before any hand-over
       return "aborted";
@@ -205,8 +211,9 @@ TEST_CASE("when a rank dies, every survivor names the dead rank, not the neighbo
       ranks,
       [&](int r, transport::Transport& inner) -> std::string {
         Dying t(inner, r == dead_rank ? dead : never);
+        Gradients g;
         AnySynchronizer sync(t, kLayout, {"fixed:5000", "forward", "fp32", collective}, Options{.timeout = 800ms});
-        return train_ones(sync, 50, [&](int it, std::size_t l) -> std::optional<std::string> {
+        return train_ones(sync, g, 50, [&](int it, std::size_t l) -> std::optional<std::string> {
           if (r != dead_rank || it != 3 || l != 1) return std::nullopt;
           dead = true;                          // dies in the middle of iteration 3
           std::this_thread::sleep_for(3s);      // the survivors must not need it to end
