@@ -324,9 +324,10 @@ TEST_CASE("between iterations the choosers sleep instead of polling the transpor
   // Each rank returns {idle looks, next iteration synchronized}: Catch2 asserts only on this thread.
   const auto seen = testing::run_ranks<std::pair<int, bool>>(2, [](int r, transport::Transport& t) {
     CountingTransport counting(t);
+    // Before the synchronizer: units in flight write into them until its destructor joins them.
+    std::vector<std::vector<float>> g(kLayout.num_layers(), std::vector<float>(3000, 1.0f + r));
     Sync<priority::ForwardOrder> sync(counting, kLayout, Options{.inflight_units = 2},
                                       {.slicing = {.max_elements = 1000}});
-    std::vector<std::vector<float>> g(kLayout.num_layers(), std::vector<float>(3000, 1.0f + r));
     int idle_looks = -1;
     for (int iteration = 0; iteration < 2; ++iteration) {
       for (std::size_t l = g.size(); l-- > 0;) sync.gradient_ready(l, g[l]);
