@@ -402,7 +402,7 @@ int main(int argc, char** argv) {
                   r.sync_wait_seconds, double(rank0_stats.bytes_sent) / 1e6, pol.codec.c_str(),
                   100 * rank0_stats.compressed_share(), 100 * rank0_stats.compressed_bytes_share());
     if (const auto& st = rank0_stats; st.blocks_important + st.blocks_best_effort > 0)
-      std::printf("rank 0 (dgt): %llu blocks important, %llu sent best-effort, %llu dropped (kept as residual), "
+      std::printf("rank 0 (dgt): %llu blocks important, %llu unimportant (best-effort), %llu dropped (kept as residual), "
                   "%llu datagrams rejected\n",
                   (unsigned long long)st.blocks_important, (unsigned long long)st.blocks_best_effort,
                   (unsigned long long)st.blocks_dropped, (unsigned long long)st.datagrams_rejected);

@@ -128,6 +128,62 @@ TEST_CASE("DGT with no loss on the way equals the reliable parameter server - wi
       }
 }
 
+// Iteration 0 sends everything (the loss ratio is 1), so iteration 1 starts with empty residuals:
+// with every datagram lost, each element of its aggregate is all ranks' sum (important) or 0 (left
+// out, the server's own share too), never the server's share alone; and the server's broadcast
+// skips what it left out, so every rank sends fewer bytes than with nothing lost.
+TEST_CASE("DGT's aggregate holds every rank's share of a piece or none, and the broadcast skips the rest", "[dgt]") {
+  const int ranks = GENERATE(2, 3);
+  MemoryChannels lost(ranks, [](int, int, int) { return true; });
+  MemoryChannels perfect(ranks, [](int, int, int) { return false; });
+  const auto dropped = run_dgt(ranks, &lost, 2, 0.3f);
+  const auto delivered = run_dgt(ranks, &perfect, 2, 0.3f);
+  std::size_t zeros = 0, sums = 0;
+  for (std::size_t l = 0; l < kLayout.num_layers(); ++l)
+    for (std::size_t i = 0; i < kLayout.layer(l).elements; ++i) {
+      double sum = 0;
+      for (int r = 0; r < ranks; ++r) sum += gradient(r, l, 1, i);
+      const float got = dropped[0].aggregates[1][l][i];
+      CAPTURE(ranks, l, i, sum, got);
+      REQUIRE(delivered[0].aggregates[1][l][i] == Approx(sum).margin(1e-5));
+      if (got == 0.0f) {
+        ++zeros;
+      } else {
+        REQUIRE(got == Approx(sum).margin(1e-5));
+        ++sums;
+      }
+    }
+  CAPTURE(zeros, sums);
+  CHECK(zeros > 0);
+  CHECK(sums > 0);
+  for (int r = 0; r < ranks; ++r) {
+    CAPTURE(r);
+    CHECK(dropped[r].stats.blocks_dropped > 0);
+    CHECK(dropped[r].stats.bytes_sent < delivered[r].stats.bytes_sent);
+  }
+  CHECK(worst_lost_mass(dropped, 2) < 1e-4);
+}
+
+// Half the blocks carry 2.8x the others' mean |g| and p stays at 0.5, so by the gradient alone the
+// light blocks would lose every ranking; with every datagram lost they would never be delivered.
+// The ranks report mean |gradient + residual|, so a light block's held-back mass raises its
+// contribution until it goes reliably: every element is delivered within a few iterations.
+TEST_CASE("DGT: a block whose drops pile up becomes important - no block waits forever", "[dgt]") {
+  MemoryChannels lost(2, [](int, int, int) { return true; });
+  constexpr int iterations = 16;
+  const auto got = run_dgt(2, &lost, iterations, 0.5f);
+  std::size_t never = 0;
+  for (std::size_t l = 0; l < kLayout.num_layers(); ++l)
+    for (std::size_t i = 0; i < kLayout.layer(l).elements; ++i) {
+      bool delivered = false;
+      for (int it = 1; it < iterations; ++it) delivered = delivered || got[0].aggregates[it][l][i] != 0.0f;
+      never += !delivered;
+    }
+  CHECK(got[0].stats.blocks_dropped > 0);
+  CHECK(never == 0);
+  CHECK(worst_lost_mass(got, iterations) < 1e-3);
+}
+
 // The priority learns every block's contribution, and p follows loss_t / loss_0: a resumed run
 // classifies as the interrupted one would have only if state() carries both besides the
 // residuals. Every datagram is lost, so what arrives follows the classification alone.

@@ -11,9 +11,17 @@ TEST_CASE("contribution: sliding average of mean |g| per block, top p% important
   priority::Contribution c{.alpha = 0.3f, .p0 = 1.0f, .block = 4};
   const std::vector<Unit> units{Unit{{{0, 0, 16}}, 16}, Unit{{{1, 0, 6}}, 6}};
   c.prepare(units);
-  // block means 1, 4, 2, 3: C = 0.7 * mean
+  // What a rank reports: mean |gradient + residual| per block; the residual can cancel or add.
   const std::vector<float> g{1, -1, 1, -1, 4, 4, -4, 4, 2, 2, 2, -2, 3, -3, 3, 3};
-  c.observe(0, units[0], g);
+  std::vector<float> r(16, 0.0f), m(4);
+  r[0] = -1;  // block 0: |0| + 1 + 1 + 1 -> 0.75
+  r[8] = 2;   // block 2: 4 + 2 + 2 + 2 -> 2.5
+  c.magnitudes(g, r, m);
+  REQUIRE_THAT(m, Catch::Matchers::Approx(std::vector<float>{0.75f, 4.0f, 2.5f, 3.0f}));
+  c.magnitudes(g, {}, m);  // no residual
+  REQUIRE_THAT(m, Catch::Matchers::Approx(std::vector<float>{1.0f, 4.0f, 2.0f, 3.0f}));
+  // block means 1, 4, 2, 3: C = 0.7 * mean
+  c.observe_blocks(0, m);
   REQUIRE_THAT(std::vector<float>(c.contribution(0).begin(), c.contribution(0).end()),
                Catch::Matchers::Approx(std::vector<float>{0.7f, 2.8f, 1.4f, 2.1f}));
   std::vector<std::uint8_t> important;
@@ -22,15 +30,19 @@ TEST_CASE("contribution: sliding average of mean |g| per block, top p% important
   c.classify(0, 1.0f, important);
   CHECK(important == std::vector<std::uint8_t>{1, 1, 1, 1});
   // means 5, 0, 0, 0: C = 0.3 C + 0.7 mean = 3.71, 0.84, 0.42, 0.63
-  c.observe(0, units[0], std::vector<float>{5, 5, 5, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0});
+  c.observe_blocks(0, std::vector<float>{5, 0, 0, 0});
   REQUIRE_THAT(std::vector<float>(c.contribution(0).begin(), c.contribution(0).end()),
                Catch::Matchers::Approx(std::vector<float>{3.71f, 0.84f, 0.42f, 0.63f}));
   c.classify(0, 0.25f, important);
   CHECK(important == std::vector<std::uint8_t>{1, 0, 0, 0});
   // a short last block is averaged over its own elements; ties go to the lower index
-  c.observe(1, units[1], std::vector<float>{2, 2, 2, 2, 2, 2});
+  std::vector<float> short_m(2);
+  c.magnitudes(std::vector<float>{2, 2, 2, 2, 2, -2}, {}, short_m);
+  CHECK(short_m == std::vector<float>{2, 2});
+  c.observe_blocks(1, short_m);
   c.classify(1, 0.5f, important);
   CHECK(important == std::vector<std::uint8_t>{1, 0});
+  CHECK_THROWS_WITH(c.observe_blocks(1, m), Catch::Contains("4 block magnitudes for unit 1 of 2 blocks"));
 }
 
 TEST_CASE("contribution: p = p0 * loss_t / loss_0, clamped to [0, 1] - bad knobs refused", "[dgt]") {

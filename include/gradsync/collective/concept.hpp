@@ -41,6 +41,9 @@ struct Job {
   /// important; empty: every block is. Unimportant blocks go best-effort (ParameterServer only).
   std::span<const std::uint8_t> important{};
   std::uint32_t block = 0;
+  /// DGT, one per block: in, this rank's mean |gradient + residual|; out, the mean over ranks,
+  /// alike on every rank (what the priority learns contributions from).
+  std::span<float> magnitudes{};
   BlockCounts* blocks = nullptr;    ///< where such a collective reports what became of the blocks
 };
 

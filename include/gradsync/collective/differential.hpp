@@ -4,10 +4,13 @@
 /// reliable transport; the unimportant ones go best-effort as datagrams of at most 256 elements
 /// (transport::BestEffort, UDP marked low-priority), sent first so the network can favour the
 /// reliable traffic. The server takes every important block and the unimportant pieces that have
-/// arrived by the time the last important push is in — later ones are dropped — and broadcasts the
-/// aggregate with a bitmap of the pieces it took from each worker. A worker keeps what was dropped
-/// in the unit's residual and sends it again with its next gradient (the paper simply discards it):
-/// nothing is lost for good, and the mean over ranks stays unbiased over time.
+/// arrived by the time the last important push is in — later ones are dropped. Its own unimportant
+/// piece joins the aggregate only where some worker's did, so a piece of the aggregate holds every
+/// rank's share or none: the broadcast (a bitmap per rank of the pieces taken, then only the pieces
+/// that carry anything) shrinks with the push instead of sending the server's share alone in full.
+/// Every rank keeps what was dropped in the unit's residual and sends it again with its next
+/// gradient (the paper simply discards it): nothing is lost for good, and the mean over ranks stays
+/// unbiased over time.
 ///
 /// A datagram that is corrupt (CRC-32), truncated, duplicated, from a rank that is not a peer,
 /// of another synchronizer (session), for an iteration or unit the server is not collecting, or
@@ -46,6 +49,36 @@ struct Pieces {
   }
   std::size_t block_of(std::size_t k) const { return k / per_block; }
   std::size_t n, block, size, per_block, count;
+};
+
+/// The server's broadcast of a DGT unit: `ranks` bitmaps of `row` bytes (bit k of rank w's: the
+/// aggregate took w's unimportant piece k), the block magnitudes (collective::Job::magnitudes, a
+/// float per block), then the aggregate's pieces that are in it, in order: the important ones, and
+/// the unimportant ones the server took (its own bit set: some worker's arrived), which the
+/// server's bitmap tells every rank alike.
+struct Broadcast {
+  Broadcast(const Pieces& pieces, std::span<const std::uint8_t> important, int ranks)
+      : pieces(pieces), important(important), row((pieces.count + 7) / 8), maps(row * static_cast<std::size_t>(ranks)),
+        head(maps + 4 * important.size()) {}
+  static bool bit(const std::byte* map, std::size_t k) { return (static_cast<unsigned>(map[k / 8]) >> (k % 8)) & 1u; }
+  /// f(first, last, in) for every non-empty piece, `in`: whether the broadcast carries it, given
+  /// the server's bitmap.
+  template <class F>
+  void each(const std::byte* server_map, F&& f) const {
+    for (std::size_t k = 0; k < pieces.count; ++k) {
+      const auto [first, last] = pieces.range(k);
+      if (first != last) f(first, last, important[pieces.block_of(k)] != 0 || bit(server_map, k));
+    }
+  }
+  /// Bytes of a broadcast whose server's bitmap is `server_map`.
+  std::size_t bytes(const std::byte* server_map) const {
+    std::size_t n = head;
+    each(server_map, [&](std::size_t first, std::size_t last, bool in) { n += in ? 4 * (last - first) : 0; });
+    return n;
+  }
+  const Pieces& pieces;
+  std::span<const std::uint8_t> important;  // per block
+  std::size_t row, maps, head;  // bytes: one bitmap, all bitmaps, bitmaps and magnitudes
 };
 
 /// What every datagram starts with.

@@ -109,18 +109,28 @@ struct ParameterServer {
     DifferentialUnit unit(t, job, best_effort_->router);
     server_->serve(unit);
     if (job.blocks) job.blocks->rejected += unit.rejected;
+    count_blocks(job, unit.dropped_block);
     return unit.sent;
   }
 
+  /// Adds the unit's unimportant blocks, and those this rank's share of the aggregate left out
+  /// (now in its residual), to its counts.
+  static void count_blocks(Job& job, std::span<const std::uint8_t> dropped_block) {
+    if (!job.blocks) return;
+    job.blocks->best_effort += static_cast<std::uint64_t>(std::ranges::count(job.important, 0));
+    job.blocks->dropped += static_cast<std::uint64_t>(std::ranges::count(dropped_block, 1));
+  }
+
   /// A worker: v = gradient + residual; unimportant pieces of v as datagrams, then the important
-  /// blocks over the transport; the residual keeps the pieces the server did not take.
+  /// blocks and the block magnitudes over the transport; the residual keeps the pieces the server
+  /// did not take.
   std::size_t push_differential(transport::Transport& t, Job& job, Workspace& ws, int server) const {
     const std::span<float> v = job.data, e = job.ctx.residual;
     const detail::Pieces pieces(v.size(), job.block);
     auto important = [&](std::size_t k) { return job.important[pieces.block_of(k)] != 0; };
     for (std::size_t i = 0; i < v.size(); ++i) v[i] += e[i];
     std::size_t sent = 0, packed = 0;
-    ws.send.resize(std::max(ws.send.size(), 4 * v.size()));
+    ws.send.resize(std::max(ws.send.size(), 4 * (v.size() + job.magnitudes.size())));
     for (std::size_t k = 0; k < pieces.count; ++k) {
       const auto [first, last] = pieces.range(k);
       if (first == last) continue;
@@ -143,38 +153,45 @@ struct ParameterServer {
       best_effort_->channel->send(server, std::span<const std::byte>(datagram, bytes));
       sent += bytes;
     }
+    std::memcpy(ws.send.data() + 4 * packed, job.magnitudes.data(), 4 * job.magnitudes.size());
+    packed += job.magnitudes.size();
     t.send(server, job.tag, std::span<const std::byte>(ws.send).first(4 * packed));
     sent += 4 * packed;
-    // The aggregate, then which pieces the server took from each rank.
-    const std::size_t row = (pieces.count + 7) / 8;
-    ws.recv.resize(std::max(ws.recv.size(), 4 * v.size() + row * static_cast<std::size_t>(t.size())));
+    // Which pieces the aggregate took from each rank, the magnitudes, then the pieces it carries.
+    const detail::Broadcast b(pieces, job.important, t.size());
+    ws.recv.resize(std::max(ws.recv.size(), b.head + 4 * v.size()));
     const std::size_t got = t.recv(server, job.tag, ws.recv);
-    if (got != 4 * v.size() + row * static_cast<std::size_t>(t.size()))
+    const std::byte* maps = ws.recv.data();
+    if (got < b.maps || got != b.bytes(maps + b.row * static_cast<std::size_t>(server)))
       throw WireError("gradsync: " + t.describe() + ": differential aggregate of " + std::to_string(got) +
                       " bytes from rank " + std::to_string(server) + " (ranks disagree on layout, slicing or policies)");
-    std::memcpy(v.data(), ws.recv.data(), 4 * v.size());
-    const std::byte* taken = ws.recv.data() + 4 * v.size() + row * static_cast<std::size_t>(t.rank());
+    std::memcpy(job.magnitudes.data(), ws.recv.data() + b.maps, b.head - b.maps);
+    std::size_t at = b.head;
+    b.each(maps + b.row * static_cast<std::size_t>(server), [&](std::size_t first, std::size_t last, bool in) {
+      if (!in) return std::fill(v.begin() + first, v.begin() + last, 0.0f);
+      std::memcpy(v.data() + first, ws.recv.data() + at, 4 * (last - first));
+      at += 4 * (last - first);
+    });
+    const std::byte* taken = maps + b.row * static_cast<std::size_t>(t.rank());
     std::vector<std::uint8_t> dropped_block(job.important.size(), 0);
     for (std::size_t k = 0; k < pieces.count; ++k) {
       const auto [first, last] = pieces.range(k);
       if (first == last || important(k)) continue;
-      if ((static_cast<unsigned>(taken[k / 8]) >> (k % 8)) & 1u) std::fill(e.begin() + first, e.begin() + last, 0.0f);
+      if (detail::Broadcast::bit(taken, k)) std::fill(e.begin() + first, e.begin() + last, 0.0f);
       else dropped_block[pieces.block_of(k)] = 1;
     }
-    if (job.blocks) {
-      for (std::size_t b = 0; b < job.important.size(); ++b) job.blocks->best_effort += job.important[b] == 0;
-      job.blocks->dropped += static_cast<std::uint64_t>(std::ranges::count(dropped_block, 1));
-    }
+    count_blocks(job, dropped_block);
     return sent;
   }
 
-  /// The server's side of a DGT unit: every worker's important push, and the pieces that arrive
-  /// before the last of them.
+  /// The server's side of a DGT unit: every worker's important push (with its block magnitudes),
+  /// and the pieces that arrive before the last of them.
   struct DifferentialUnit final : Served {
     DifferentialUnit(transport::Transport& t, Job& job, detail::DatagramRouter& router)
         : Served(t, job.tag, job.priority), job(job), router(router), pieces(job.data.size(), job.block),
           taken(static_cast<std::size_t>(t.size()), std::vector<std::uint8_t>(pieces.count, 0)),
           stage(static_cast<std::size_t>(t.size()), std::vector<float>(job.data.size(), 0.0f)),
+          reported(static_cast<std::size_t>(t.size())),
           pushed(static_cast<std::size_t>(t.size()), 0),
           inbox{static_cast<std::int64_t>(job.ctx.iteration), job.tag, &pieces, job.important, &taken, &stage} {
       pushed[static_cast<std::size_t>(t.rank())] = 1;
@@ -187,15 +204,17 @@ struct ParameterServer {
         opened = true;
       }
       router.pump();
-      in.resize(4 * important_elements);
+      const std::size_t blocks = job.magnitudes.size(), expected = 4 * (important_elements + blocks);
+      in.resize(important_elements + blocks);
       for (int w = 0; w < t_.size(); ++w) {
         if (pushed[static_cast<std::size_t>(w)]) continue;
         const auto got = t_.try_recv(w, tag_, std::as_writable_bytes(std::span(in)));
         if (!got) continue;
-        if (*got != 4 * important_elements)
+        if (*got != expected)
           throw WireError("gradsync: differential push of " + std::to_string(*got) + " bytes from rank " +
-                          std::to_string(w) + ", expected " + std::to_string(4 * important_elements) +
+                          std::to_string(w) + ", expected " + std::to_string(expected) +
                           " (ranks disagree on the classification: same priority knobs on every rank?)");
+        reported[static_cast<std::size_t>(w)].assign(in.end() - static_cast<std::ptrdiff_t>(blocks), in.end());
         std::size_t at = 0;
         for (std::size_t k = 0; k < pieces.count; ++k) {
           const auto [first, last] = pieces.range(k);
@@ -216,19 +235,47 @@ struct ParameterServer {
     void serve() override {
       const int n = t_.size(), r = t_.rank();
       const std::span<float> v = job.data, e = job.ctx.residual;
-      for (std::size_t i = 0; i < v.size(); ++i) v[i] += e[i];  // this rank's own, all of it
-      std::fill(e.begin(), e.end(), 0.0f);
+      // This rank's own: important pieces all, unimportant ones where some worker's arrived too;
+      // the rest waits in the residual, as a worker's late datagram does.
+      auto& own = taken[static_cast<std::size_t>(r)];
+      dropped_block.assign(job.important.size(), 0);
+      for (std::size_t k = 0; k < pieces.count; ++k) {
+        const auto [first, last] = pieces.range(k);
+        if (first == last) continue;
+        bool in = job.important[pieces.block_of(k)] != 0;
+        if (!in) {
+          for (int w = 0; w < n; ++w) in = in || (w != r && taken[static_cast<std::size_t>(w)][k]);
+          own[k] = in;
+          dropped_block[pieces.block_of(k)] |= !in;
+        }
+        for (std::size_t i = first; i < last; ++i) {
+          if (in) v[i] += e[i], e[i] = 0.0f;
+          else e[i] += v[i], v[i] = 0.0f;
+        }
+      }
       for (int w = 0; w < n; ++w)  // rank order: reproducible sums
         if (w != r)
           for (std::size_t i = 0; i < v.size(); ++i) v[i] += stage[static_cast<std::size_t>(w)][i];
       detail::finish_mean(v, job.average, n);
-      const std::size_t row = (pieces.count + 7) / 8;
-      std::vector<std::byte> out(4 * v.size() + row * static_cast<std::size_t>(n), std::byte{0});
-      std::memcpy(out.data(), v.data(), 4 * v.size());
+      reported[static_cast<std::size_t>(r)].assign(job.magnitudes.begin(), job.magnitudes.end());
+      for (std::size_t j = 0; j < job.magnitudes.size(); ++j) {
+        float sum = 0;
+        for (const auto& m : reported) sum += m[j];
+        job.magnitudes[j] = sum / static_cast<float>(n);
+      }
+      const detail::Broadcast b(pieces, job.important, n);
+      std::vector<std::byte> out(b.head);
+      std::memcpy(out.data() + b.maps, job.magnitudes.data(), b.head - b.maps);
       for (int w = 0; w < n; ++w)
         for (std::size_t k = 0; k < pieces.count; ++k)
-          if (taken[static_cast<std::size_t>(w)][k])
-            out[4 * v.size() + row * static_cast<std::size_t>(w) + k / 8] |= std::byte(1u << (k % 8));
+          if (taken[static_cast<std::size_t>(w)][k]) out[b.row * static_cast<std::size_t>(w) + k / 8] |= std::byte(1u << (k % 8));
+      out.resize(b.bytes(out.data() + b.row * static_cast<std::size_t>(r)));
+      std::size_t at = b.head;
+      b.each(out.data() + b.row * static_cast<std::size_t>(r), [&](std::size_t first, std::size_t last, bool in) {
+        if (!in) return;
+        std::memcpy(out.data() + at, v.data() + first, 4 * (last - first));
+        at += 4 * (last - first);
+      });
       for (int w = 0; w < n; ++w)
         if (w != r) t_.send(w, tag_, out);
       sent = out.size() * static_cast<std::size_t>(n - 1);
@@ -239,7 +286,9 @@ struct ParameterServer {
     detail::Pieces pieces;
     std::vector<std::vector<std::uint8_t>> taken;
     std::vector<std::vector<float>> stage;
+    std::vector<std::vector<float>> reported;  // [rank][block]: the magnitudes each rank pushed
     std::vector<std::uint8_t> pushed;
+    std::vector<std::uint8_t> dropped_block;  // per block: some piece of this rank's own left out
     detail::Inbox inbox;
     std::vector<float> in;
     std::size_t important_elements = 0, sent = 0;

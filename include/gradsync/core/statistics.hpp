@@ -10,8 +10,8 @@ namespace gradsync {
 /// One unit's blocks under differential transmission (DGT, priority::Contribution).
 struct BlockCounts {
   std::uint64_t important = 0;    ///< blocks classified important (sent reliably)
-  std::uint64_t best_effort = 0;  ///< unimportant blocks this rank sent as datagrams
-  std::uint64_t dropped = 0;      ///< of those, blocks the server did not take in time (kept in the residual)
+  std::uint64_t best_effort = 0;  ///< unimportant blocks (a worker sends them as datagrams, a server holds its own)
+  std::uint64_t dropped = 0;      ///< of those, blocks the aggregate left out (kept in this rank's residual)
   std::uint64_t rejected = 0;     ///< datagrams this rank's server refused (corrupt, foreign, duplicate, late)
 };
 
@@ -29,8 +29,8 @@ struct Statistics {
   std::uint64_t bytes_compressed = 0;     ///< of bytes_sent, those of compressed units
   // Differential transmission (DGT, priority::Contribution), summed over units:
   std::uint64_t blocks_important = 0;    ///< blocks classified important (sent reliably)
-  std::uint64_t blocks_best_effort = 0;  ///< unimportant blocks this rank sent as datagrams
-  std::uint64_t blocks_dropped = 0;      ///< of those, blocks its server did not take in time
+  std::uint64_t blocks_best_effort = 0;  ///< unimportant blocks (sent as datagrams; a server holds its own)
+  std::uint64_t blocks_dropped = 0;      ///< of those, blocks the aggregate left out (in the residual)
   std::uint64_t datagrams_rejected = 0;  ///< datagrams this rank's server refused
 
   /// Adds another synchronizer's counters (one run that replaced its Synchronizer, e.g. retuned).

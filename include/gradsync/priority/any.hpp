@@ -50,9 +50,6 @@ struct AnyPriority {
   std::uint32_t key(const Unit& u) const {
     return std::visit([&](const auto& p) { return p.key(u); }, policy);
   }
-  std::uint32_t key(std::uint32_t index, const Unit& u) const {
-    return std::visit([&](const auto& p) { return key_of(p, index, u); }, policy);
-  }
   std::string_view name() const {
     return std::visit([](const auto& p) { return p.name(); }, policy);
   }
@@ -65,10 +62,12 @@ struct AnyPriority {
   void prepare(const std::vector<Unit>& units) {
     std::visit([&](auto& p) { priority::prepare(p, units); }, policy);
   }
-  void observe(std::uint32_t index, const Unit& u, std::span<const float> aggregate) {
-    if (auto* c = std::get_if<Contribution>(&policy)) c->observe(index, u, aggregate);
+  void observe_blocks(std::uint32_t index, std::span<const float> magnitudes) {
+    std::get<Contribution>(policy).observe_blocks(index, magnitudes);
   }
-  bool rekeys() const { return false; }  // fifo, forward and dgt key statically
+  void magnitudes(std::span<const float> g, std::span<const float> r, std::span<float> out) const {
+    std::get<Contribution>(policy).magnitudes(g, r, out);
+  }
   bool classifies() const { return std::holds_alternative<Contribution>(policy); }
   void classify(std::uint32_t index, float loss_ratio, std::vector<std::uint8_t>& important) const {
     std::get<Contribution>(policy).classify(index, loss_ratio, important);

@@ -41,14 +41,20 @@ concept ObservingPriority = Priority<P> &&
 // clang-format on
 
 /// A priority that also classifies each unit's blocks of block_elements() as important or not
-/// (DGT's Contribution): important blocks travel reliably, the others best-effort. It may answer
-/// classifies() at run time (AnyPriority: only when DGT was chosen).
+/// (DGT's Contribution): important blocks travel reliably, the others best-effort. It learns from
+/// every unit's block magnitudes (collective::Job::magnitudes: per block, the mean over ranks of
+/// each rank's mean |v|, v its gradient plus residual, which magnitudes() computes), the same on
+/// every rank, so every rank classifies alike; the Synchronizer calls observe_blocks as it would
+/// observe. It may answer classifies() at run time (AnyPriority: only when DGT was chosen).
 // clang-format off
 template <class P>
-concept ClassifyingPriority = ObservingPriority<P> &&
-  requires(const P p, std::uint32_t index, float loss_ratio, std::vector<std::uint8_t>& important) {
-    { p.classify(index, loss_ratio, important) };
-    { p.block_elements() } -> std::convertible_to<std::uint32_t>;
+concept ClassifyingPriority = Priority<P> &&
+  requires(P p, const P cp, std::uint32_t index, float loss_ratio, std::vector<std::uint8_t>& important,
+           std::span<const float> magnitudes) {
+    { cp.classify(index, loss_ratio, important) };
+    { cp.block_elements() } -> std::convertible_to<std::uint32_t>;
+    { cp.magnitudes(magnitudes, magnitudes, std::span<float>{}) };  // this rank's, of gradient and residual
+    { p.observe_blocks(index, magnitudes) };
   };
 // clang-format on
 

@@ -6,11 +6,13 @@
 /// important at the start, fewer blocks as the loss falls). Important blocks travel reliably; the
 /// others best-effort, dropped when late (collective::ParameterServer, collective/differential.hpp).
 ///
-/// Every rank must classify alike, so everything it uses is shared: g is the unit's aggregated
-/// gradient (observe(), the same bytes on every rank) and the loss ratio comes with rank 0's
-/// schedule decision (Synchronizer::report_loss). The paper ranks blocks within a tensor; here
-/// within a unit, which is the tensor under WholeLayer slicing and a slice of it under P3's.
-/// Units go in forward order between them (P3).
+/// Every rank must classify alike, so everything it uses is shared. mean|g| is the mean over ranks
+/// of each rank's own mean |v| per block (observe_blocks(), collective::Job::magnitudes, the same
+/// bytes on every rank): the paper's worker judges its own gradient, and v, the gradient plus what
+/// the rank still holds back from earlier drops, lets a block whose drops pile up become important
+/// and go reliably. The loss ratio comes with rank 0's schedule decision (Synchronizer::report_loss).
+/// The paper ranks blocks within a tensor; here within a unit, which is the tensor under
+/// WholeLayer slicing and a slice of it under P3's. Units go in forward order between them (P3).
 ///
 /// \code
 ///   using Sync = gs::Synchronizer<gs::slicing::WholeLayer, gs::priority::Contribution,
@@ -40,8 +42,6 @@ struct Contribution {
 
   std::size_t levels(const ModelLayout& layout) const { return layout.num_layers(); }
   std::uint32_t key(const Unit& u) const { return u.first_layer(); }
-  std::uint32_t key(std::uint32_t, const Unit& u) const { return u.first_layer(); }
-  bool rekeys() const { return false; }  ///< keys are forward order; contributions only classify
   std::string_view name() const { return "dgt"; }
   std::string describe() const {
     return "dgt:alpha=" + std::to_string(alpha) + ":p0=" + std::to_string(p0) + ":block=" + std::to_string(block);
@@ -55,14 +55,23 @@ struct Contribution {
     state_ = std::make_shared<std::vector<std::vector<float>>>();
     for (const Unit& u : units) state_->emplace_back(blocks(u.elements), 0.0f);
   }
-  /// C(t) = alpha C(t-1) + (1 - alpha) mean|g| for every block of unit `index`.
-  void observe(std::uint32_t index, const Unit&, std::span<const float> aggregate) {
+  /// C(t) = alpha C(t-1) + (1 - alpha) mean|g| for every block of unit `index`, given each block's
+  /// mean|g| (`magnitudes`).
+  void observe_blocks(std::uint32_t index, std::span<const float> magnitudes) {
     std::vector<float>& c = contributions(index);
-    for (std::size_t j = 0; j < c.size(); ++j) {
-      const auto piece = aggregate.subspan(j * block, std::min<std::size_t>(block, aggregate.size() - j * block));
+    if (magnitudes.size() != c.size())
+      throw UsageError("gradsync: dgt observed " + std::to_string(magnitudes.size()) + " block magnitudes for unit " +
+                       std::to_string(index) + " of " + std::to_string(c.size()) + " blocks");
+    for (std::size_t j = 0; j < c.size(); ++j) c[j] = alpha * c[j] + (1.0f - alpha) * magnitudes[j];
+  }
+  /// What a rank reports of a unit (collective::Job::magnitudes): out[j] = mean |g + r| over
+  /// block j of its gradient g and residual r (the last block may be short).
+  void magnitudes(std::span<const float> g, std::span<const float> r, std::span<float> out) const {
+    for (std::size_t j = 0; j < out.size(); ++j) {
+      const std::size_t first = j * block, last = std::min<std::size_t>(first + block, g.size());
       float sum = 0;
-      for (float g : piece) sum += std::abs(g);
-      c[j] = alpha * c[j] + (1.0f - alpha) * sum / static_cast<float>(piece.size());
+      for (std::size_t i = first; i < last; ++i) sum += std::abs(g[i] + (r.empty() ? 0.0f : r[i]));
+      out[j] = sum / static_cast<float>(last - first);
     }
   }
   /// The share of important blocks at loss ratio loss_t / loss_0 (1 before any loss is known).

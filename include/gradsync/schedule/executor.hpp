@@ -50,6 +50,7 @@ class Executors {
     collective::Workspace ws;
     std::vector<float> fused;
     std::vector<std::uint8_t> important;  // DGT: the unit's block classification
+    std::vector<float> magnitudes;        // DGT: the unit's block magnitudes (collective::Job)
   };
 
   explicit Executors(Parts parts) : p_(parts), slots_(parts.options.inflight_units) {
@@ -120,11 +121,16 @@ class Executors {
         job.block = p_.priority.block_elements();
         job.blocks = &blocks;
         blocks.important = static_cast<std::uint64_t>(std::ranges::count(slot.important, 1));
+        slot.magnitudes.resize(slot.important.size());
+        p_.priority.magnitudes(data, ctx.residual, slot.magnitudes);
+        job.magnitudes = slot.magnitudes;
       }
     const std::size_t sent = fp32 ? p_.collective.run(p_.t, codec::Identity{}, job, slot.ws)
                                    : p_.collective.run(p_.t, p_.codec, job, slot.ws);
     if (job.blocks) p_.stats.blocks(blocks);
     if constexpr (priority::ObservingPriority<Priority>) p_.priority.observe(u, unit, data);
+    if constexpr (priority::ClassifyingPriority<Priority>)
+      if (job.blocks) p_.priority.observe_blocks(u, slot.magnitudes);
     if (unit.fused()) {
       std::size_t off = 0;
       for (const Segment& g : unit.segments) {
