@@ -4,7 +4,8 @@ OUT/results.json, OUT/table.md and OUT/accuracy.png (gnuplot: test accuracy agai
 
 Per run: batch completion time (BCT) = median of rank 0's iteration times after 2 warm-up ones;
 time to the target = rank 0's summed iteration times (evaluations excluded) at the first
-evaluation reaching it; final = the last evaluation; blocks from rank 0's synchronizer (DGT)."""
+evaluation reaching it; final = the last evaluation; training time = rank 0's summed iteration
+times, the whole budget; blocks from rank 0's synchronizer (DGT)."""
 import argparse, glob, json, os, statistics, subprocess, sys
 
 ap = argparse.ArgumentParser()
@@ -43,23 +44,25 @@ def change(d, b):
     return "-" if d is None or b is None else f"{100 * (d / b - 1):+.1f}%"
 
 t = f"{args.target:g}"
-lines = [f"| model | protocol | runs | iterations to {t} | BCT (s) | time to {t} (s) | final accuracy | "
-         "blocks important / best-effort / dropped (rank 0) | MB sent (rank 0) |", "|---|" * 1 + "---|" * 8]
+lines = [f"| model | protocol | runs | iterations | iterations to {t} | BCT (s) | time to {t} (s) | training time (s) | "
+         "final accuracy | blocks important / best-effort / dropped (rank 0) | MB sent (rank 0) |", "|---|" * 1 + "---|" * 10]
 summary = {}
 for model, protos in runs.items():
     for proto in ("baseline", "dgt"):
         rs = protos.get(proto, [])
         if not rs:
             continue
-        s = {k: mean([r[k] for r in rs]) for k in ("iterations_to_target", "bct", "time_to_target", "final_accuracy", "bytes_sent")}
+        s = {k: mean([r[k] for r in rs])
+             for k in ("iterations", "iterations_to_target", "bct", "time_to_target", "train_seconds", "final_accuracy", "bytes_sent")}
         s["blocks"] = [sum(r["blocks"][i] for r in rs) for i in range(3)]
         s["reached"] = sum(r["time_to_target"] is not None for r in rs)
         summary.setdefault(model, {})[proto] = s
         b = s["blocks"]
         drop = f" ({100 * b[2] / (b[0] + b[1]):.1f}% of blocks)" if b[0] + b[1] else ""
         lines.append(f"| {model} x{rs[0]['width']:g} ({rs[0]['parameters'] / 1e6:.2f} M) | {proto} | {len(rs)} "
-                     f"({s['reached']} reached {t}) | {fmt(s['iterations_to_target'], '{:.0f}')} | {s['bct']:.3f} | "
-                     f"{fmt(s['time_to_target'])} | {100 * s['final_accuracy']:.2f}% | {b[0]} / {b[1]} / {b[2]}{drop} | "
+                     f"({s['reached']} reached {t}) | {s['iterations']:.0f} | {fmt(s['iterations_to_target'], '{:.0f}')} | "
+                     f"{s['bct']:.3f} | {fmt(s['time_to_target'])} | {s['train_seconds']:.1f} | {100 * s['final_accuracy']:.2f}% | "
+                     f"{b[0]} / {b[1]} / {b[2]}{drop} | "
                      f"{s['bytes_sent'] / 1e6:.0f} |")
 lines += ["", f"| model | BCT | time to {t} | final accuracy (points) |", "|---|---|---|---|"]
 for model, s in summary.items():

@@ -10,8 +10,8 @@ DGT_DIR=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$DGT_DIR/../.." && pwd)
 source "$REPO/benchmarks/e2e/topology.sh"
 
-models=alexnet-bn:0.25:100mbit,vgg11:0.25:200mbit nodes=2 seeds=1 iterations=400 eval_every=40 eval_samples=2000
-batch=32 target=0.8 inflight=2
+models=alexnet-bn:0.25:100mbit,vgg11:0.25:200mbit nodes=2 seeds=1 iterations=800 eval_every=20 eval_samples=2000
+batch=32 target=0.8 inflight=8 protocols=baseline,dgt
 dgt=dgt install=1 run_timeout=3600
 trainer=$REPO/build/default/trainer/gradsync-train out=$REPO/build/dgt/$(date +%Y%m%d-%H%M%S)
 
@@ -22,11 +22,13 @@ usage: table1.sh [options]
                      so that communication is comparable to compute, as in the paper's setting
   --nodes N          nodes, one rank each, every one a server of its share (default $nodes)
   --seeds LIST       seeds, each run by both protocols (default $seeds)
+  --protocols LIST   which of them to run (default $protocols; one alone, e.g. to compare
+                     DGT at another budget with a baseline run before)
   --iterations N     training budget per run (default $iterations; the lr schedule spans it)
   --eval-every N     test accuracy every N iterations (default $eval_every)
   --eval-samples N   on the last N test samples (default $eval_samples)
   --batch N          per rank (default $batch)
-  --inflight N       units in flight per rank, both protocols (default $inflight, the library's)
+  --inflight N       units in flight per rank, both protocols (default $inflight; the library's is 2)
   --target A         test accuracy whose time is reported (default $target)
   --dgt SPEC         DGT's priority, e.g. dgt:alpha=0.3:p0=1:block=1024 (default $dgt)
   --trainer PATH     gradsync-train built with MPI (default build/default/trainer/gradsync-train)
@@ -39,7 +41,7 @@ die() { echo "table1: $*" >&2; exit 2; }
 
 while [ $# -gt 0 ]; do
   case $1 in
-    --models | --nodes | --seeds | --iterations | --eval-every | --eval-samples | --batch | --inflight | --target | --dgt | --trainer | --out | --run-timeout)
+    --models | --nodes | --seeds | --protocols | --iterations | --eval-every | --eval-samples | --batch | --inflight | --target | --dgt | --trainer | --out | --run-timeout)
       [ $# -ge 2 ] || die "$1 needs a value"
       opt=${1#--}
       printf -v "${opt//-/_}" %s "$2"
@@ -56,6 +58,10 @@ done
 [[ $dgt == dgt || $dgt == dgt:* ]] || die "--dgt must be a dgt priority spec (dgt[:alpha=A][:p0=P][:block=N]), got '$dgt'"
 IFS=, read -ra model_list <<<"$models"
 IFS=, read -ra seed_list <<<"$seeds"
+IFS=, read -ra protocol_list <<<"$protocols"
+for p in "${protocol_list[@]}"; do
+  [[ $p == baseline || $p == dgt ]] || die "--protocols takes baseline and/or dgt, got '$p'"
+done
 for m in "${model_list[@]}"; do
   [[ $m =~ ^[a-z0-9-]+:[0-9]*\.?[0-9]+:[0-9]+(k|m|g)bit$ ]] || die "--models takes model:width:link triples (alexnet-bn:0.25:100mbit), got '$m'"
 done
@@ -74,7 +80,7 @@ for spec in "${model_list[@]}"; do
   topo_shape all "$link"
   echo "table1: $model x$width at $link: one TCP stream $(awk -v b="$(topo_linkspeed 0 1 2)" 'BEGIN {printf "%.3f", b / 1e9}') Gbit/s"
   for seed in "${seed_list[@]}"; do
-    for proto in baseline dgt; do
+    for proto in "${protocol_list[@]}"; do
       tag=$model.$proto.s$seed
       priority=forward && [ $proto = dgt ] && priority=$dgt
       echo "table1: $tag"
