@@ -167,8 +167,8 @@ struct ParameterServer {
                       " bytes from rank " + std::to_string(server) + " (ranks disagree on layout, slicing or policies)");
     std::memcpy(job.magnitudes.data(), ws.recv.data() + b.maps, b.head - b.maps);
     std::size_t at = b.head;
-    b.each(maps + b.row * static_cast<std::size_t>(server), [&](std::size_t first, std::size_t last, bool in) {
-      if (!in) return std::fill(v.begin() + first, v.begin() + last, 0.0f);
+    b.each(maps + b.row * static_cast<std::size_t>(server), [&](std::size_t first, std::size_t last, bool carried) {
+      if (!carried) return std::fill(v.begin() + first, v.begin() + last, 0.0f);
       std::memcpy(v.data() + first, ws.recv.data() + at, 4 * (last - first));
       at += 4 * (last - first);
     });
@@ -242,14 +242,14 @@ struct ParameterServer {
       for (std::size_t k = 0; k < pieces.count; ++k) {
         const auto [first, last] = pieces.range(k);
         if (first == last) continue;
-        bool in = job.important[pieces.block_of(k)] != 0;
-        if (!in) {
-          for (int w = 0; w < n; ++w) in = in || (w != r && taken[static_cast<std::size_t>(w)][k]);
-          own[k] = in;
-          dropped_block[pieces.block_of(k)] |= !in;
+        bool kept = job.important[pieces.block_of(k)] != 0;
+        if (!kept) {
+          for (int w = 0; w < n; ++w) kept = kept || (w != r && taken[static_cast<std::size_t>(w)][k]);
+          own[k] = kept;
+          dropped_block[pieces.block_of(k)] |= !kept;
         }
         for (std::size_t i = first; i < last; ++i) {
-          if (in) v[i] += e[i], e[i] = 0.0f;
+          if (kept) v[i] += e[i], e[i] = 0.0f;
           else e[i] += v[i], v[i] = 0.0f;
         }
       }
@@ -271,8 +271,8 @@ struct ParameterServer {
           if (taken[static_cast<std::size_t>(w)][k]) out[b.row * static_cast<std::size_t>(w) + k / 8] |= std::byte(1u << (k % 8));
       out.resize(b.bytes(out.data() + b.row * static_cast<std::size_t>(r)));
       std::size_t at = b.head;
-      b.each(out.data() + b.row * static_cast<std::size_t>(r), [&](std::size_t first, std::size_t last, bool in) {
-        if (!in) return;
+      b.each(out.data() + b.row * static_cast<std::size_t>(r), [&](std::size_t first, std::size_t last, bool carried) {
+        if (!carried) return;
         std::memcpy(out.data() + at, v.data() + first, 4 * (last - first));
         at += 4 * (last - first);
       });
