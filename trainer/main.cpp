@@ -106,8 +106,7 @@ nlohmann::json metrics_json(const TrainConfig& c, const Policies& pol, const Tra
             {"compressed_parameter_share", st.compressed_share()},
             {"compressed_byte_share", st.compressed_bytes_share()},
             {"rank0_blocks_important", st.blocks_important}, {"rank0_blocks_best_effort", st.blocks_best_effort},
-            {"rank0_blocks_dropped", st.blocks_dropped}, {"rank0_blocks_late", st.blocks_late},
-            {"rank0_datagrams_rejected", st.datagrams_rejected}}}};
+            {"rank0_blocks_dropped", st.blocks_dropped}, {"rank0_datagrams_rejected", st.datagrams_rejected}}}};
 }
 
 /// --tune's model profile: a measured one (--tune-profile, written by --profile), else the
@@ -404,10 +403,9 @@ int main(int argc, char** argv) {
                   100 * rank0_stats.compressed_share(), 100 * rank0_stats.compressed_bytes_share());
     if (const auto& st = rank0_stats; st.blocks_important + st.blocks_best_effort > 0)
       std::printf("rank 0 (dgt): %llu blocks important, %llu unimportant (best-effort), %llu dropped (kept as residual), "
-                  "%llu of those joined the next aggregate late, %llu datagrams rejected\n",
+                  "%llu datagrams rejected\n",
                   (unsigned long long)st.blocks_important, (unsigned long long)st.blocks_best_effort,
-                  (unsigned long long)st.blocks_dropped, (unsigned long long)st.blocks_late,
-                  (unsigned long long)st.datagrams_rejected);
+                  (unsigned long long)st.blocks_dropped, (unsigned long long)st.datagrams_rejected);
     if (!metrics.empty()) {
       std::ofstream out(metrics);
       auto j = metrics_json(c, pol, r, rank0_stats);

@@ -5,9 +5,7 @@ OUT/results.json, OUT/table.md and OUT/accuracy.png (gnuplot: test accuracy agai
 Per run: batch completion time (BCT) = median of rank 0's iteration times after 2 warm-up ones;
 time to the target = rank 0's summed iteration times (evaluations excluded) at the first
 evaluation reaching it; final = the last evaluation; training time = rank 0's summed iteration
-times, the whole budget; blocks from rank 0's synchronizer (DGT): important, best-effort,
-dropped at the deadline, and of those the ones that joined the next aggregate late (runs before
-that existed report none: "-")."""
+times, the whole budget; blocks from rank 0's synchronizer (DGT)."""
 import argparse, glob, json, os, statistics, subprocess, sys
 
 ap = argparse.ArgumentParser()
@@ -23,7 +21,7 @@ for path in sorted(glob.glob(os.path.join(args.out, "raw", "*.json"))):
     if not evals:
         sys.exit(f"report: {path} has no evaluations (run without --no-eval)")
     reached = next((e for e in evals if e["test_accuracy"] >= args.target), None)
-    blocks = [sum(b[i] for b in m["iteration_blocks"]) for i in range(3)] + [m["sync"].get("rank0_blocks_late")]
+    blocks = [sum(b[i] for b in m["iteration_blocks"]) for i in range(3)]
     runs.setdefault(model, {}).setdefault(proto, []).append({
         "seed": seed, "width": m["config"]["width"], "parameters": m["parameters"], "iterations": m["iterations"],
         "bct": statistics.median(m["iteration_seconds"][2:] or m["iteration_seconds"]),
@@ -47,7 +45,7 @@ def change(d, b):
 
 t = f"{args.target:g}"
 lines = [f"| model | protocol | runs | iterations | iterations to {t} | BCT (s) | time to {t} (s) | training time (s) | "
-         "final accuracy | blocks important / best-effort / dropped / late (rank 0) | MB sent (rank 0) |", "|---|" * 1 + "---|" * 10]
+         "final accuracy | blocks important / best-effort / dropped (rank 0) | MB sent (rank 0) |", "|---|" * 1 + "---|" * 10]
 summary = {}
 for model, protos in runs.items():
     for proto in ("baseline", "dgt"):
@@ -57,7 +55,6 @@ for model, protos in runs.items():
         s = {k: mean([r[k] for r in rs])
              for k in ("iterations", "iterations_to_target", "bct", "time_to_target", "train_seconds", "final_accuracy", "bytes_sent")}
         s["blocks"] = [sum(r["blocks"][i] for r in rs) for i in range(3)]
-        s["blocks"].append(None if any(r["blocks"][3] is None for r in rs) else sum(r["blocks"][3] for r in rs))
         s["reached"] = sum(r["time_to_target"] is not None for r in rs)
         summary.setdefault(model, {})[proto] = s
         b = s["blocks"]
@@ -65,7 +62,7 @@ for model, protos in runs.items():
         lines.append(f"| {model} x{rs[0]['width']:g} ({rs[0]['parameters'] / 1e6:.2f} M) | {proto} | {len(rs)} "
                      f"({s['reached']} reached {t}) | {s['iterations']:.0f} | {fmt(s['iterations_to_target'], '{:.0f}')} | "
                      f"{s['bct']:.3f} | {fmt(s['time_to_target'])} | {s['train_seconds']:.1f} | {100 * s['final_accuracy']:.2f}% | "
-                     f"{b[0]} / {b[1]} / {b[2]}{drop} / {fmt(b[3], '{}').replace('not reached', '-')} | "
+                     f"{b[0]} / {b[1]} / {b[2]}{drop} | "
                      f"{s['bytes_sent'] / 1e6:.0f} |")
 lines += ["", f"| model | BCT | time to {t} | final accuracy (points) |", "|---|---|---|---|"]
 for model, s in summary.items():

@@ -79,7 +79,7 @@ class Synchronizer {
   Synchronizer(transport::Transport& transport, ModelLayout layout, Options options = {}, Policies policies = {})
       : user_(transport), opt_(std::move(options)), t_(user_, opt_.timeout), layout_(std::move(layout)),
         p_(std::move(policies)),
-        table_(layout_, p_.slicing.plan(layout_), fp32_below(), residual_floats(), p_.slicing.describe()),
+        table_(layout_, p_.slicing.plan(layout_), fp32_below(), keeps_residuals(), p_.slicing.describe()),
         leader_(t_, control_, opt_, lane_capacities(), table_),
         executors_({t_, p_.priority, p_.codec, p_.collective, table_, leader_, control_, stats_, opt_}),
         abort_(user_, schedule::handshake(t_, hello()), [this] { return stuck_on(); }) {
@@ -281,11 +281,8 @@ class Synchronizer {
     return codec::bypass_threshold(sizes, codec::bypass_below(p_.codec));
   }
 
-  /// Floats of residual per element of a unit: DGT keeps what it held back and what awaits the
-  /// server's word (collective/differential.hpp); a codec that needs one, its error feedback.
-  std::size_t residual_floats() const {
-    return priority::classifies(p_.priority) ? 2 : p_.codec.needs_residual() ? 1 : 0;
-  }
+  /// An error-feedback residual per unit: for a codec that keeps one, and for DGT's dropped blocks.
+  bool keeps_residuals() const { return p_.codec.needs_residual() || priority::classifies(p_.priority); }
 
   /// How many units each priority lane may hold: as many as have its key, or every unit when keys
   /// change with the data.

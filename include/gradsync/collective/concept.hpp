@@ -29,8 +29,7 @@ struct Job {
   transport::Tag tag = 0;           ///< message tag of this unit (its index)
   /// seed / iteration / unit for stochastic codecs; `residual`: the unit's error-feedback memory
   /// on this rank (same length as data) when the codec keeps one, passed by the collective to
-  /// every encode it makes of the unit, stretch by stretch (collective/wire.hpp); under DGT twice
-  /// as long: held back, then awaiting the server's word (collective/differential.hpp)
+  /// every encode it makes of the unit, stretch by stretch (collective/wire.hpp)
   codec::EncodeContext ctx{};
   bool average = true;              ///< mean instead of sum
   /// Position of this unit in the schedule, the same on every rank (the Synchronizer sets it).

@@ -102,35 +102,33 @@ struct ParameterServer {
 
   /// DGT: this rank's part of unit `job` whose server is `server`.
   std::size_t run_differential(transport::Transport& t, Job& job, Workspace& ws, int server) const {
-    if (!best_effort_ || job.ctx.residual.size() != 2 * job.data.size())
+    if (!best_effort_ || job.ctx.residual.size() != job.data.size())
       throw UsageError("gradsync: differential transmission needs a Synchronizer (it starts the best-effort channel "
                        "and keeps the residual of dropped blocks)");
     if (t.rank() != server) return push_differential(t, job, ws, server);
     DifferentialUnit unit(t, job, best_effort_->router);
     server_->serve(unit);
     if (job.blocks) job.blocks->rejected += unit.rejected;
-    count_blocks(job, unit.dropped_block, unit.late_block);
+    count_blocks(job, unit.dropped_block);
     return unit.sent;
   }
 
-  /// Adds the unit's unimportant blocks, those this rank's share of the aggregate left out (now
-  /// awaiting the next one), and those of its previous iteration that joined it late, to its counts.
-  static void count_blocks(Job& job, std::span<const std::uint8_t> dropped_block, std::span<const std::uint8_t> late_block) {
+  /// Adds the unit's unimportant blocks, and those this rank's share of the aggregate left out
+  /// (now in its residual), to its counts.
+  static void count_blocks(Job& job, std::span<const std::uint8_t> dropped_block) {
     if (!job.blocks) return;
     job.blocks->best_effort += static_cast<std::uint64_t>(std::ranges::count(job.important, 0));
     job.blocks->dropped += static_cast<std::uint64_t>(std::ranges::count(dropped_block, 1));
-    job.blocks->late += static_cast<std::uint64_t>(std::ranges::count(late_block, 1));
   }
 
-  /// A worker: v = gradient + held-back residual; unimportant pieces of v as datagrams, then the
-  /// important blocks and the block magnitudes over the transport. The broadcast says which pieces
-  /// the aggregate took: those it left out await the next one in the residual's second half; those
-  /// that awaited it and did not join it late go back to the first half, to be sent again.
+  /// A worker: v = gradient + residual; unimportant pieces of v as datagrams, then the important
+  /// blocks and the block magnitudes over the transport; the residual keeps the pieces the server
+  /// did not take.
   std::size_t push_differential(transport::Transport& t, Job& job, Workspace& ws, int server) const {
-    const std::span<float> v = job.data, e = job.ctx.residual.first(v.size()), s = job.ctx.residual.subspan(v.size());
+    const std::span<float> v = job.data, e = job.ctx.residual;
     const detail::Pieces pieces(v.size(), job.block);
     auto important = [&](std::size_t k) { return job.important[pieces.block_of(k)] != 0; };
-    for (std::size_t i = 0; i < v.size(); ++i) v[i] += std::exchange(e[i], 0.0f);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] += e[i];
     std::size_t sent = 0, packed = 0;
     ws.send.resize(std::max(ws.send.size(), 4 * (v.size() + job.magnitudes.size())));
     for (std::size_t k = 0; k < pieces.count; ++k) {
@@ -139,8 +137,10 @@ struct ParameterServer {
       if (important(k)) {  // packed in order into the reliable push
         std::memcpy(ws.send.data() + 4 * packed, v.data() + first, 4 * (last - first));
         packed += last - first;
+        std::fill(e.begin() + first, e.begin() + last, 0.0f);
         continue;
       }
+      std::copy(v.begin() + first, v.begin() + last, e.begin() + first);  // kept unless the server takes it
       std::byte datagram[sizeof(detail::PieceHeader) + 4 * 256];
       detail::PieceHeader h{.session = best_effort_->router.session(), .iteration = static_cast<std::int64_t>(job.ctx.iteration),
                             .unit = job.tag, .piece = static_cast<std::uint32_t>(k),
@@ -157,41 +157,35 @@ struct ParameterServer {
     packed += job.magnitudes.size();
     t.send(server, job.tag, std::span<const std::byte>(ws.send).first(4 * packed));
     sent += 4 * packed;
-    // The bitmaps, the magnitudes, then the pieces the aggregate carries.
+    // Which pieces the aggregate took from each rank, the magnitudes, then the pieces it carries.
     const detail::Broadcast b(pieces, job.important, t.size());
     ws.recv.resize(std::max(ws.recv.size(), b.head + 4 * v.size()));
     const std::size_t got = t.recv(server, job.tag, ws.recv);
     const std::byte* maps = ws.recv.data();
-    if (got < b.maps || got != b.bytes(maps, server))
+    if (got < b.maps || got != b.bytes(maps + b.row * static_cast<std::size_t>(server)))
       throw WireError("gradsync: " + t.describe() + ": differential aggregate of " + std::to_string(got) +
                       " bytes from rank " + std::to_string(server) + " (ranks disagree on layout, slicing or policies)");
     std::memcpy(job.magnitudes.data(), ws.recv.data() + b.maps, b.head - b.maps);
-    std::vector<std::uint8_t> dropped_block(job.important.size(), 0), late_block(job.important.size(), 0);
-    for (std::size_t k = 0; k < pieces.count; ++k) {
-      const auto [first, last] = pieces.range(k);
-      if (first == last) continue;
-      const bool joined = detail::Broadcast::bit(maps + b.late(t.rank()), k);
-      const bool waits = !important(k) && !detail::Broadcast::bit(maps + b.on_time(t.rank()), k);
-      for (std::size_t i = first; i < last; ++i) {
-        e[i] = joined ? 0.0f : s[i];
-        s[i] = waits ? v[i] : 0.0f;
-      }
-      dropped_block[pieces.block_of(k)] |= waits;
-      late_block[pieces.block_of(k)] |= joined;
-    }
     std::size_t at = b.head;
-    b.each(maps, server, [&](std::size_t first, std::size_t last, bool carried) {
+    b.each(maps + b.row * static_cast<std::size_t>(server), [&](std::size_t first, std::size_t last, bool carried) {
       if (!carried) return std::fill(v.begin() + first, v.begin() + last, 0.0f);
       std::memcpy(v.data() + first, ws.recv.data() + at, 4 * (last - first));
       at += 4 * (last - first);
     });
-    count_blocks(job, dropped_block, late_block);
+    const std::byte* taken = maps + b.row * static_cast<std::size_t>(t.rank());
+    std::vector<std::uint8_t> dropped_block(job.important.size(), 0);
+    for (std::size_t k = 0; k < pieces.count; ++k) {
+      const auto [first, last] = pieces.range(k);
+      if (first == last || important(k)) continue;
+      if (detail::Broadcast::bit(taken, k)) std::fill(e.begin() + first, e.begin() + last, 0.0f);
+      else dropped_block[pieces.block_of(k)] = 1;
+    }
+    count_blocks(job, dropped_block);
     return sent;
   }
 
   /// The server's side of a DGT unit: every worker's important push (with its block magnitudes),
-  /// the pieces that arrive before the last of them, and those of the unit's previous iteration
-  /// that missed its deadline and arrived since (detail::Late).
+  /// and the pieces that arrive before the last of them.
   struct DifferentialUnit final : Served {
     DifferentialUnit(transport::Transport& t, Job& job, detail::DatagramRouter& router)
         : Served(t, job.tag, job.priority), job(job), router(router), pieces(job.data.size(), job.block),
@@ -232,45 +226,36 @@ struct ParameterServer {
         progressed();
       }
       if (std::ranges::find(pushed, 0) != pushed.end()) return false;
-      router.pump();               // what arrived with the last push, which came after it
-      late = router.close(inbox);  // the deadline: the last important push is in
+      router.pump();        // what arrived with the last push, which came after it
+      router.close(inbox);  // the deadline: the last important push is in
       rejected = router.take_rejected();
       return true;
     }
     int missing() const override { return static_cast<int>(std::ranges::find(pushed, 0) - pushed.begin()); }
     void serve() override {
       const int n = t_.size(), r = t_.rank();
-      const std::span<float> v = job.data, e = job.ctx.residual.first(v.size()), s = job.ctx.residual.subspan(v.size());
-      // This rank's own share, as a worker's: important pieces all, unimportant ones where some
-      // worker's arrived in time, the rest awaits the next aggregate; what awaited this one joins
-      // it where some worker's late piece does, else goes back to be sent again.
+      const std::span<float> v = job.data, e = job.ctx.residual;
+      // This rank's own: important pieces all, unimportant ones where some worker's arrived too;
+      // the rest waits in the residual, as a worker's late datagram does.
       auto& own = taken[static_cast<std::size_t>(r)];
-      std::vector<std::uint8_t> own_late(pieces.count, 0);
       dropped_block.assign(job.important.size(), 0);
-      late_block.assign(job.important.size(), 0);
       for (std::size_t k = 0; k < pieces.count; ++k) {
         const auto [first, last] = pieces.range(k);
         if (first == last) continue;
-        bool kept = job.important[pieces.block_of(k)] != 0, joins = false;
-        for (int w = 0; w < n; ++w)
-          if (w != r) kept = kept || taken[static_cast<std::size_t>(w)][k], joins = joins || late.arrived_from(w, k);
-        own[k] = kept && !job.important[pieces.block_of(k)];
-        own_late[k] = joins;
-        dropped_block[pieces.block_of(k)] |= !kept;
-        late_block[pieces.block_of(k)] |= joins;
+        bool kept = job.important[pieces.block_of(k)] != 0;
+        if (!kept) {
+          for (int w = 0; w < n; ++w) kept = kept || (w != r && taken[static_cast<std::size_t>(w)][k]);
+          own[k] = kept;
+          dropped_block[pieces.block_of(k)] |= !kept;
+        }
         for (std::size_t i = first; i < last; ++i) {
-          const float mine = v[i] + e[i], awaited = s[i];
-          v[i] = (kept ? mine : 0.0f) + (joins ? awaited : 0.0f);
-          e[i] = joins ? 0.0f : awaited;
-          s[i] = kept ? 0.0f : mine;
+          if (kept) v[i] += e[i], e[i] = 0.0f;
+          else e[i] += v[i], v[i] = 0.0f;
         }
       }
-      for (int w = 0; w < n; ++w) {  // rank order: reproducible sums
-        if (w == r) continue;
-        for (std::size_t i = 0; i < v.size(); ++i) v[i] += stage[static_cast<std::size_t>(w)][i];
-        if (!late.stage.empty() && !late.stage[static_cast<std::size_t>(w)].empty())
-          for (std::size_t i = 0; i < v.size(); ++i) v[i] += late.stage[static_cast<std::size_t>(w)][i];
-      }
+      for (int w = 0; w < n; ++w)  // rank order: reproducible sums
+        if (w != r)
+          for (std::size_t i = 0; i < v.size(); ++i) v[i] += stage[static_cast<std::size_t>(w)][i];
       detail::finish_mean(v, job.average, n);
       reported[static_cast<std::size_t>(r)].assign(job.magnitudes.begin(), job.magnitudes.end());
       for (std::size_t j = 0; j < job.magnitudes.size(); ++j) {
@@ -282,13 +267,11 @@ struct ParameterServer {
       std::vector<std::byte> out(b.head);
       std::memcpy(out.data() + b.maps, job.magnitudes.data(), b.head - b.maps);
       for (int w = 0; w < n; ++w)
-        for (std::size_t k = 0; k < pieces.count; ++k) {
-          if (taken[static_cast<std::size_t>(w)][k]) detail::Broadcast::set(out.data() + b.on_time(w), k);
-          if (w == r ? own_late[k] : late.arrived_from(w, k)) detail::Broadcast::set(out.data() + b.late(w), k);
-        }
-      out.resize(b.bytes(out.data(), r));
+        for (std::size_t k = 0; k < pieces.count; ++k)
+          if (taken[static_cast<std::size_t>(w)][k]) out[b.row * static_cast<std::size_t>(w) + k / 8] |= std::byte(1u << (k % 8));
+      out.resize(b.bytes(out.data() + b.row * static_cast<std::size_t>(r)));
       std::size_t at = b.head;
-      b.each(out.data(), r, [&](std::size_t first, std::size_t last, bool carried) {
+      b.each(out.data() + b.row * static_cast<std::size_t>(r), [&](std::size_t first, std::size_t last, bool carried) {
         if (!carried) return;
         std::memcpy(out.data() + at, v.data() + first, 4 * (last - first));
         at += 4 * (last - first);
@@ -305,10 +288,8 @@ struct ParameterServer {
     std::vector<std::vector<float>> stage;
     std::vector<std::vector<float>> reported;  // [rank][block]: the magnitudes each rank pushed
     std::vector<std::uint8_t> pushed;
-    // per block: some piece of this rank's own left out / joining late
-    std::vector<std::uint8_t> dropped_block, late_block;
+    std::vector<std::uint8_t> dropped_block;  // per block: some piece of this rank's own left out
     detail::Inbox inbox;
-    detail::Late late;  // the unit's previous iteration's pieces that missed its deadline
     std::vector<float> in;
     std::size_t important_elements = 0, sent = 0;
     std::uint64_t rejected = 0;

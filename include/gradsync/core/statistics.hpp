@@ -12,9 +12,7 @@ struct BlockCounts {
   std::uint64_t important = 0;    ///< blocks classified important (sent reliably)
   std::uint64_t best_effort = 0;  ///< unimportant blocks (a worker sends them as datagrams, a server holds its own)
   std::uint64_t dropped = 0;      ///< of those, blocks the aggregate left out (kept in this rank's residual)
-  /// blocks of the unit's previous iteration that were dropped then and joined this aggregate late
-  std::uint64_t late = 0;
-  std::uint64_t rejected = 0;     ///< datagrams this rank's server refused (corrupt, foreign, duplicate, too late)
+  std::uint64_t rejected = 0;     ///< datagrams this rank's server refused (corrupt, foreign, duplicate, late)
 };
 
 struct Statistics {
@@ -33,7 +31,6 @@ struct Statistics {
   std::uint64_t blocks_important = 0;    ///< blocks classified important (sent reliably)
   std::uint64_t blocks_best_effort = 0;  ///< unimportant blocks (sent as datagrams; a server holds its own)
   std::uint64_t blocks_dropped = 0;      ///< of those, blocks the aggregate left out (in the residual)
-  std::uint64_t blocks_late = 0;         ///< of those, blocks that joined the next aggregate late
   std::uint64_t datagrams_rejected = 0;  ///< datagrams this rank's server refused
 
   /// Adds another synchronizer's counters (one run that replaced its Synchronizer, e.g. retuned).
@@ -50,7 +47,6 @@ struct Statistics {
     blocks_important += o.blocks_important;
     blocks_best_effort += o.blocks_best_effort;
     blocks_dropped += o.blocks_dropped;
-    blocks_late += o.blocks_late;
     datagrams_rejected += o.datagrams_rejected;
     return *this;
   }
@@ -82,7 +78,6 @@ class StatisticsRecorder {
     blocks_important_.fetch_add(b.important);
     blocks_best_effort_.fetch_add(b.best_effort);
     blocks_dropped_.fetch_add(b.dropped);
-    blocks_late_.fetch_add(b.late);
     datagrams_rejected_.fetch_add(b.rejected);
   }
   void exposed_wait(clock::duration d) { add(exposed_wait_ns_, d); }
@@ -101,7 +96,6 @@ class StatisticsRecorder {
     s.blocks_important = blocks_important_.load();
     s.blocks_best_effort = blocks_best_effort_.load();
     s.blocks_dropped = blocks_dropped_.load();
-    s.blocks_late = blocks_late_.load();
     s.datagrams_rejected = datagrams_rejected_.load();
     return s;
   }
@@ -111,7 +105,7 @@ class StatisticsRecorder {
     acc.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
   }
   std::atomic<std::uint64_t> units_{0}, bytes_sent_{0}, iterations_{0}, elements_{0}, elements_compressed_{0},
-      bytes_compressed_{0}, blocks_important_{0}, blocks_best_effort_{0}, blocks_dropped_{0}, blocks_late_{0}, datagrams_rejected_{0};
+      bytes_compressed_{0}, blocks_important_{0}, blocks_best_effort_{0}, blocks_dropped_{0}, datagrams_rejected_{0};
   std::atomic<std::int64_t> queued_ns_{0}, wire_ns_{0}, exposed_wait_ns_{0};
 };
 

@@ -65,18 +65,12 @@ struct Contribution {
     for (std::size_t j = 0; j < c.size(); ++j) c[j] = alpha * c[j] + (1.0f - alpha) * magnitudes[j];
   }
   /// What a rank reports of a unit (collective::Job::magnitudes): out[j] = mean |g + r| over
-  /// block j of its gradient g and everything of it not yet delivered, r: its residual, stretches
-  /// of g.size() summed (DGT's holds back one and has sent one that awaits the server's word,
-  /// collective/differential.hpp); the last block may be short.
+  /// block j of its gradient g and residual r (the last block may be short).
   void magnitudes(std::span<const float> g, std::span<const float> r, std::span<float> out) const {
     for (std::size_t j = 0; j < out.size(); ++j) {
       const std::size_t first = j * block, last = std::min<std::size_t>(first + block, g.size());
       float sum = 0;
-      for (std::size_t i = first; i < last; ++i) {
-        float x = g[i];
-        for (std::size_t at = i; at < r.size(); at += g.size()) x += r[at];
-        sum += std::abs(x);
-      }
+      for (std::size_t i = first; i < last; ++i) sum += std::abs(g[i] + (r.empty() ? 0.0f : r[i]));
       out[j] = sum / static_cast<float>(last - first);
     }
   }

@@ -31,11 +31,10 @@ class UnitTable {
   using clock = std::chrono::steady_clock;
 
   /// `fp32_below`: units carrying only tensors with fewer elements go as fp32 (codec/bypass.hpp);
-  /// `residual_floats`: per element of every other unit, the floats of residual to keep (0: none;
-  /// 1: a codec's error feedback; 2: DGT's, collective/differential.hpp).
-  UnitTable(const ModelLayout& layout, std::vector<Unit> units, std::size_t fp32_below, std::size_t residual_floats,
+  /// `residuals`: keep an error-feedback residual for every other unit.
+  UnitTable(const ModelLayout& layout, std::vector<Unit> units, std::size_t fp32_below, bool residuals,
             const std::string& slicing)
-      : units_(std::move(units)), residual_floats_(residual_floats), layers_(layout.num_layers()), state_(units_.size()), bypassed_(units_.size(), 0) {
+      : units_(std::move(units)), layers_(layout.num_layers()), state_(units_.size()), bypassed_(units_.size(), 0) {
     std::vector<std::size_t> covered(layout.num_layers(), 0);
     std::size_t residual = 0;
     for (std::uint32_t u = 0; u < units_.size(); ++u) {
@@ -49,7 +48,7 @@ class UnitTable {
                                          [&](const Segment& s) { return layout.layer(s.layer).elements < fp32_below; });
       state_[u].pending.store(static_cast<int>(units_[u].segments.size()));
       state_[u].residual_offset = residual;
-      if (!bypassed_[u]) residual += residual_floats * units_[u].elements;
+      if (residuals && !bypassed_[u]) residual += units_[u].elements;
     }
     for (std::size_t l = 0; l < covered.size(); ++l)
       if (covered[l] != layout.layer(l).elements)
@@ -65,10 +64,10 @@ class UnitTable {
   std::size_t max_elements() const { return max_elements_; }
   bool bypassed(std::uint32_t u) const { return bypassed_[u] != 0; }
 
-  /// Unit u's residual (empty for bypassed units, or a codec without residual).
+  /// Unit u's error-feedback residual (empty for bypassed units, or a codec without residual).
   std::span<float> residual(std::uint32_t u) {
     if (residual_.empty() || bypassed(u)) return {};
-    return std::span(residual_).subspan(state_[u].residual_offset, residual_floats_ * units_[u].elements);
+    return std::span(residual_).subspan(state_[u].residual_offset, units_[u].elements);
   }
   /// Every residual back to back in unit order: a checkpoint's codec state.
   std::span<const float> residuals() const { return residual_; }
@@ -125,7 +124,6 @@ class UnitTable {
   };
 
   std::vector<Unit> units_;
-  std::size_t residual_floats_;
   std::vector<Layer> layers_;
   std::vector<State> state_;
   std::vector<char> bypassed_;
