@@ -61,8 +61,8 @@ struct Broadcast {
       : pieces(pieces), important(important), row((pieces.count + 7) / 8), maps(row * static_cast<std::size_t>(ranks)),
         head(maps + 4 * important.size()) {}
   static bool bit(const std::byte* map, std::size_t k) { return (static_cast<unsigned>(map[k / 8]) >> (k % 8)) & 1u; }
-  /// f(first, last, in) for every non-empty piece, `in`: whether the broadcast carries it, given
-  /// the server's bitmap.
+  /// f(first, last, carried) for every non-empty piece, `carried`: whether the broadcast carries
+  /// it, given the server's bitmap.
   template <class F>
   void each(const std::byte* server_map, F&& f) const {
     for (std::size_t k = 0; k < pieces.count; ++k) {
@@ -73,7 +73,7 @@ struct Broadcast {
   /// Bytes of a broadcast whose server's bitmap is `server_map`.
   std::size_t bytes(const std::byte* server_map) const {
     std::size_t n = head;
-    each(server_map, [&](std::size_t first, std::size_t last, bool in) { n += in ? 4 * (last - first) : 0; });
+    each(server_map, [&](std::size_t first, std::size_t last, bool carried) { n += carried ? 4 * (last - first) : 0; });
     return n;
   }
   const Pieces& pieces;
