@@ -26,7 +26,8 @@ usage: table1.sh [options]
                      DGT at another budget with a baseline run before)
   --iterations N     training budget per run (default $iterations; the lr schedule spans it)
   --eval-every N     test accuracy every N iterations (default $eval_every)
-  --eval-samples N   on the last N test samples (default $eval_samples)
+  --eval-samples N   those on the last N test samples (default $eval_samples); epoch ends and
+                     the final accuracy on the whole test set (10,000)
   --batch N          per rank (default $batch)
   --inflight N       units in flight per rank, both protocols (default $inflight; the library's is 2)
   --target A         test accuracy whose time is reported (default $target)

@@ -1,6 +1,7 @@
 // End to end: reproducibility, checkpoint + resume, and (label slow) real accuracy on Fashion-MNIST.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -63,6 +64,32 @@ TEST_CASE("Checkpoint + resume is bit-identical to an uninterrupted run", "[trai
   CHECK_THROWS_WITH(train(wrong), Catch::Contains("batch") && Catch::Contains("same configuration"));
   std::filesystem::remove(whole);
   std::filesystem::remove(part);
+}
+
+// --eval-samples speeds up the evaluations every N iterations (time to accuracy); the accuracy a
+// run reports at its end is on the whole test set.
+TEST_CASE("Evaluations every N iterations use the sample; epoch ends use the whole test set", "[trainer][training]") {
+  TrainConfig c = small_config();  // 8 iterations per epoch: epoch ends at 8 and 12
+  c.evaluate_every = 2;
+  const TrainResult whole = train(c);
+  c.evaluate_samples = 5;
+  const TrainResult sampled = train(c);
+  CHECK(sampled.weights == whole.weights);
+  REQUIRE(sampled.evaluations.size() == 6);
+  REQUIRE(whole.evaluations.size() == 6);
+  for (std::size_t i = 0; i < 6; ++i) {
+    const Evaluated &s = sampled.evaluations[i], &w = whole.evaluations[i];
+    CAPTURE(s.iteration);
+    REQUIRE(s.iteration == w.iteration);
+    if (s.iteration == 8 || s.iteration == 12) {
+      CHECK(s.test_loss == w.test_loss);
+      CHECK(s.test_accuracy == w.test_accuracy);
+    } else {
+      CHECK(s.test_loss != w.test_loss);
+      CHECK(s.test_accuracy * 5 == Approx(std::round(s.test_accuracy * 5)).margin(1e-9));
+    }
+  }
+  CHECK(sampled.test_accuracy == whole.test_accuracy);
 }
 
 TEST_CASE("Several ranks with the exact all-reduce train like one rank on the whole batch",

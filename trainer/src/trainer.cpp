@@ -219,6 +219,7 @@ class Rank final : public StepHooks {
 
 struct Datasets {
   Dataset train, test;
+  Dataset test_sample;  // TrainConfig::evaluate_samples' tail of test, if set: the evaluations between epoch ends
 };
 
 Datasets load_data(const TrainConfig& cfg) {
@@ -322,7 +323,8 @@ class RankLoop {
       }
       if (!lead_) continue;
       if (cfg_.progress && (since(last_print_) > 1.0 || epoch_end)) progress(it, epoch);
-      if (cfg_.evaluate && !epoch_end && cfg_.evaluate_every && (it + 1) % cfg_.evaluate_every == 0) evaluate_now(it);
+      if (cfg_.evaluate && !epoch_end && cfg_.evaluate_every && (it + 1) % cfg_.evaluate_every == 0)
+        evaluate_now(it, data_.test_sample.size() ? data_.test_sample : data_.test);
       if (epoch_end) end_epoch(it, epoch);
       if (save_now)
         rank_.with_masters([&] {
@@ -381,9 +383,9 @@ class RankLoop {
   }
 
   // Rank 0's replica on the whole test set; the other ranks carry on until they need its update.
-  void evaluate_now(std::size_t it) {
+  void evaluate_now(std::size_t it, const Dataset& test) {
     rank_.flush();
-    const Evaluation ev = evaluate(rank_.model(), data_.test, 500, rank_.mixed() != nullptr);
+    const Evaluation ev = evaluate(rank_.model(), test, 500, rank_.mixed() != nullptr);
     const double trained = std::accumulate(result_.iteration_seconds.begin(), result_.iteration_seconds.end(), 0.0);
     result_.evaluations.push_back({it + 1, trained, ev.loss, ev.accuracy});
     result_.test_loss = ev.loss;
@@ -399,7 +401,7 @@ class RankLoop {
     em_.train_accuracy = correct_ / labels_;
     em_.images_per_second = double(em_.iterations * cfg_.batch * plan_.world) / em_.seconds;
     if (cfg_.evaluate) {
-      evaluate_now(it);
+      evaluate_now(it, data_.test);
       em_.test_loss = result_.test_loss;
       em_.test_accuracy = result_.test_accuracy;
     }
@@ -469,7 +471,10 @@ TrainResult train(const TrainConfig& cfg, SyncFactory make_sync) {
   make_model(cfg.model);  // validate the model before loading data
   const Datasets data = [&] {
     Datasets d = load_data(cfg);
-    if (cfg.evaluate_samples && cfg.evaluate_samples < d.test.size()) d.test = split_tail(d.test, cfg.evaluate_samples);
+    if (cfg.evaluate_samples && cfg.evaluate_samples < d.test.size()) {
+      Dataset copy = d.test;
+      d.test_sample = split_tail(copy, cfg.evaluate_samples);
+    }
     return d;
   }();
 

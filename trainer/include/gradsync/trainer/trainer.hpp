@@ -48,7 +48,8 @@ struct TrainConfig {
   std::size_t stop_after = 0;             ///< > 0: stop after this many iterations of this call (as if preempted)
   bool evaluate = true;                   ///< test accuracy at each epoch end
   std::size_t evaluate_every = 0;         ///< > 0: also every this many iterations (time to accuracy)
-  std::size_t evaluate_samples = 0;       ///< > 0: test on the last this many test samples only
+  std::size_t evaluate_samples = 0;       ///< > 0: the evaluate_every ones test on the last this many test samples
+                                          ///< only (faster); epoch ends, the run's end included, on the whole test set
   bool progress = true;                   ///< progress line on stderr
   bool print_digest = false;              ///< every rank prints a digest of its final weights (replicas must agree)
   /// Fault injection (tests/faults): rank `rank` hands over a NaN gradient at iteration `iteration`.
