@@ -50,8 +50,12 @@ TEST_CASE("contribution: p = p0 * loss_t / loss_0, clamped to [0, 1] - bad knobs
   CHECK(priority::Contribution{.p0 = 1.0f}.share(0.5f) == 0.5);
   CHECK(priority::Contribution{.p0 = 0.5f}.share(0.4f) == Approx(0.2));
   CHECK(priority::Contribution{.p0 = 1.0f}.share(3.0f) == 1.0);
+  CHECK(priority::Contribution{.p0 = 2.0f}.share(0.6f) == 1.0);  // p0 > 1: all important until loss_0 / 2
+  CHECK(priority::Contribution{.p0 = 2.0f}.share(0.2f) == Approx(0.4));
   CHECK_THROWS_WITH(priority::AnyPriority::parse("dgt:alpha=1.5"), Catch::Contains("alpha"));
   CHECK_THROWS_WITH(priority::AnyPriority::parse("dgt:p0=0"), Catch::Contains("p0"));
+  CHECK_THROWS_WITH(priority::AnyPriority::parse("dgt:p0=inf"), Catch::Contains("p0"));
+  CHECK(std::get<priority::Contribution>(priority::AnyPriority::parse("dgt:p0=2").policy).p0 == 2.0f);
   CHECK_THROWS_WITH(priority::AnyPriority::parse("dgt:beta=1"), Catch::Contains("valid: fifo, forward, dgt"));
   const auto p = std::get<priority::Contribution>(priority::AnyPriority::parse("dgt:alpha=0.5:p0=0.8:block=512").policy);
   CHECK(p.alpha == 0.5f);

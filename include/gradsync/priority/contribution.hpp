@@ -3,7 +3,9 @@
 /// blocks of `block` elements (n = 1024 in the paper); a block's contribution is the sliding
 /// average C(t) = alpha * C(t-1) + (1 - alpha) * mean|g| (alpha = 0.3, C(0) = 0), and the top p% of
 /// a unit's blocks by contribution are important, p = p0 * loss_t / loss_0 (p0 = 1: everything is
-/// important at the start, fewer blocks as the loss falls). Important blocks travel reliably; the
+/// important at the start, fewer blocks as the loss falls; beyond the paper, p0 > 1 keeps every
+/// block important until the loss falls below loss_0 / p0, and p0 times as many after: it trades
+/// batch completion time for accuracy per iteration). Important blocks travel reliably; the
 /// others best-effort, dropped when late (collective::ParameterServer, collective/differential.hpp).
 ///
 /// Every rank must classify alike, so everything it uses is shared. mean|g| is the mean over ranks
@@ -37,7 +39,7 @@ namespace gradsync::priority {
 
 struct Contribution {
   float alpha = 0.3f;          ///< contribution momentum, in [0, 1)
-  float p0 = 1.0f;             ///< share of important blocks when the loss ratio is 1, in (0, 1]
+  float p0 = 1.0f;             ///< share of important blocks when the loss ratio is 1, > 0 (share capped at 1)
   std::uint32_t block = 1024;  ///< elements per block
 
   std::size_t levels(const ModelLayout& layout) const { return layout.num_layers(); }
@@ -50,7 +52,8 @@ struct Contribution {
   /// Sizes the contributions for `units` (once, before any observe) and checks the knobs.
   void prepare(const std::vector<Unit>& units) {
     if (!(alpha >= 0.0f && alpha < 1.0f)) throw ConfigError("gradsync: dgt alpha " + std::to_string(alpha) + " is not in [0, 1)");
-    if (!(p0 > 0.0f && p0 <= 1.0f)) throw ConfigError("gradsync: dgt p0 " + std::to_string(p0) + " is not in (0, 1]");
+    if (!(p0 > 0.0f && std::isfinite(p0)))
+      throw ConfigError("gradsync: dgt p0 " + std::to_string(p0) + " is not a finite number above 0");
     if (block == 0) throw ConfigError("gradsync: dgt block must be at least 1 element");
     state_ = std::make_shared<std::vector<std::vector<float>>>();
     for (const Unit& u : units) state_->emplace_back(blocks(u.elements), 0.0f);
