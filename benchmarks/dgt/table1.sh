@@ -10,9 +10,9 @@ DGT_DIR=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$DGT_DIR/../.." && pwd)
 source "$REPO/benchmarks/e2e/topology.sh"
 
-models=alexnet-bn:0.25:100mbit,vgg11:0.25:200mbit nodes=2 seeds=1 iterations=800 eval_every=20 eval_samples=2000
+models=alexnet-bn:0.25:100mbit,vgg11:0.25:200mbit nodes=2 seeds=1 iterations=1874 eval_every=40 eval_samples=2000
 batch=32 target=0.8 inflight=8 protocols=baseline,dgt
-dgt=dgt install=1 run_timeout=3600
+dgt=dgt:p0=2 install=1 run_timeout=3600
 trainer=$REPO/build/default/trainer/gradsync-train out=$REPO/build/dgt/$(date +%Y%m%d-%H%M%S)
 
 usage() {
@@ -24,14 +24,15 @@ usage: table1.sh [options]
   --seeds LIST       seeds, each run by both protocols (default $seeds)
   --protocols LIST   which of them to run (default $protocols; one alone, e.g. to compare
                      DGT at another budget with a baseline run before)
-  --iterations N     training budget per run (default $iterations; the lr schedule spans it)
+  --iterations N     training budget per run (default $iterations: two epochs on 2 nodes; the lr
+                     schedule spans it)
   --eval-every N     test accuracy every N iterations (default $eval_every)
   --eval-samples N   those on the last N test samples (default $eval_samples); epoch ends and
                      the final accuracy on the whole test set (10,000)
   --batch N          per rank (default $batch)
   --inflight N       units in flight per rank, both protocols (default $inflight; the library's is 2)
   --target A         test accuracy whose time is reported (default $target)
-  --dgt SPEC         DGT's priority, e.g. dgt:alpha=0.3:p0=1:block=1024 (default $dgt)
+  --dgt SPEC         DGT's priority, e.g. dgt:alpha=0.3:p0=1:block=1024 (the paper's; default $dgt)
   --trainer PATH     gradsync-train built with MPI (default build/default/trainer/gradsync-train)
   --out DIR          results (default build/dgt/<date>-<time>)
   --run-timeout S    end a run after S seconds (default $run_timeout)
