@@ -68,7 +68,7 @@ TEST_CASE("Checkpoint + resume is bit-identical to an uninterrupted run", "[trai
 
 // --eval-samples speeds up the evaluations every N iterations (time to accuracy); the accuracy a
 // run reports at its end is on the whole test set.
-TEST_CASE("Evaluations every N iterations use the sample, epoch ends the whole test set", "[trainer][training]") {
+TEST_CASE("Evaluations every N iterations use the sample and epoch ends the whole test set", "[trainer][training]") {
   TrainConfig c = small_config();  // 8 iterations per epoch: epoch ends at 8 and 12
   c.evaluate_every = 2;
   const TrainResult whole = train(c);
