@@ -207,8 +207,9 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-every", c.checkpoint_every, "Also checkpoint every N iterations");
   app.add_option("--eval-every", c.evaluate_every, "Also evaluate every N iterations (time to accuracy in --metrics)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--eval-samples", c.evaluate_samples, "The --eval-every evaluations on the last N test samples only (faster); epoch ends and the run's end "
-                 "on the whole test set")
+  app.add_option("--eval-samples", c.evaluate_samples,
+                 "The --eval-every evaluations on the last N test samples only (faster); epoch ends and the "
+                 "run's end on the whole test set")
       ->check(CLI::PositiveNumber);
   app.add_option("--resume", c.resume, "Continue from this checkpoint")->check(CLI::ExistingFile);
   app.add_option("--stop-after", c.stop_after, "Stop after N iterations of this run (resume later)");

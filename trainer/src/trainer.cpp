@@ -382,7 +382,7 @@ class RankLoop {
     last_print_ = Clock::now();
   }
 
-  // Rank 0's replica on the whole test set; the other ranks carry on until they need its update.
+  // Rank 0's replica on `test`; the other ranks carry on until they need its update.
   void evaluate_now(std::size_t it, const Dataset& test) {
     rank_.flush();
     const Evaluation ev = evaluate(rank_.model(), test, 500, rank_.mixed() != nullptr);
