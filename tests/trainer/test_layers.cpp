@@ -12,18 +12,7 @@ using namespace gradsync::trainer;
 using test::GradCheck;
 using test::init;
 using test::random_tensor;
-
-namespace {
-// Distinct values at least 0.05 apart, none near 0: no kinks (ReLU, max) within the FD step.
-Tensor separated(Shape shape, std::uint64_t seed) {
-  Tensor t(std::move(shape));
-  std::vector<std::size_t> perm(t.size());
-  std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), std::mt19937_64(seed));
-  for (std::size_t i = 0; i < t.size(); ++i) t[i] = (float(perm[i]) - float(t.size()) / 2.0f) * 0.05f + 0.025f;
-  return t;
-}
-}  // namespace
+using test::separated;
 
 TEST_CASE("Conv2d gradients (stride, padding, bias)", "[trainer][gradcheck]") {
   for (auto [k, s, p] : {std::tuple{3, 1, 1}, std::tuple{3, 2, 1}, std::tuple{1, 2, 0}, std::tuple{5, 1, 2}}) {
@@ -91,14 +80,40 @@ TEST_CASE("im2col/col2im: the device's element forms give the host's row forms' 
   }
 }
 
-TEST_CASE("BatchNorm2d gradients in train mode", "[trainer][gradcheck]") {
-  BatchNorm2d bn("bn", 3);
-  init(bn);
-  GradCheck{.eps = 1e-3}.run(bn, random_tensor({4, 3, 3, 2}, 13));
-  BatchNorm2d bn1d("bn1d", 5);
-  init(bn1d);
-  GradCheck{.eps = 1e-3}.run(bn1d, random_tensor({6, 5}, 14));
+// MaxPool2d's backward gathers each input's gradient over the windows covering it (one element per
+// device thread): the same bits as adding dy into the argmax in output order, with overlapping
+// windows (3x3 stride 2) and ties (equal values: the first in window order wins).
+TEST_CASE("MaxPool2d backward: the gather gives a scatter's bits", "[trainer][twin]") {
+  for (auto [k, s, p] : {std::tuple{3, 2, 1}, std::tuple{2, 2, 0}, std::tuple{3, 1, 1}}) {
+    CAPTURE(k, s, p);
+    const std::size_t n = 2, c = 2, h = 7, w = 6, oh = (h + 2 * p - k) / s + 1, ow = (w + 2 * p - k) / s + 1;
+    Tensor x = random_tensor({n, c, h, w}, 33);
+    for (std::size_t i = 0; i < x.size(); i += 5) x[i] = 0.5f;  // ties
+    MaxPool2d pool("pool", std::size_t(k), std::size_t(s), std::size_t(p));
+    Context ctx{.training = true};
+    const Tensor y = pool.forward(x, ctx), dy = random_tensor(y.shape(), 34);
+    const Tensor dx = pool.backward(dy, ctx);
+    Tensor want({n, c, h, w}, 0.0f);
+    for (std::size_t plane = 0; plane < n * c; ++plane)
+      for (std::size_t o = 0; o < oh * ow; ++o) {
+        std::size_t arg = 0;
+        bool found = false;
+        for (std::size_t ky = 0; ky < std::size_t(k); ++ky)
+          for (std::size_t kx = 0; kx < std::size_t(k); ++kx) {
+            const long iy = long((o / ow) * s + ky) - p, ix = long((o % ow) * s + kx) - p;
+            if (iy < 0 || ix < 0 || iy >= long(h) || ix >= long(w)) continue;
+            const std::size_t i = std::size_t(iy) * w + std::size_t(ix);
+            if (!found || x[plane * h * w + i] > x[plane * h * w + arg]) arg = i;
+            found = true;
+          }
+        REQUIRE(y[plane * oh * ow + o] == x[plane * h * w + arg]);
+        want[plane * h * w + arg] += dy[plane * oh * ow + o];
+      }
+    CHECK(std::memcmp(dx.data(), want.data(), dx.size() * sizeof(float)) == 0);
+  }
 }
+
+TEST_CASE("BatchNorm2d gradients in train mode", "[trainer][gradcheck]") { test::check_batchnorm_gradients(); }
 
 TEST_CASE("BatchNorm2d eval mode uses running statistics", "[trainer]") {
   BatchNorm2d bn("bn", 2, 1.0f);  // momentum 1: running stats = last batch's

@@ -54,9 +54,16 @@ Tensor Conv2d::do_forward(const Tensor& x, Context& ctx) {
   if (h + 2 * pad_ < k_ || w + 2 * pad_ < k_)
     throw UsageError(name() + ": input " + to_string(x.shape()) + " is smaller than the kernel");
   const std::size_t oh = (h + 2 * pad_ - k_) / stride_ + 1, ow = (w + 2 * pad_ - k_) / stride_ + 1;
+  Tensor y({n, out_, oh, ow});
+#if defined(GRADSYNC_TRAINER_CUDNN)
+  if (lowering_ == Lowering::automatic) {
+    cudnn_.forward(x, weight.value, has_bias_ ? bias.value.data() : nullptr, y);
+    if (ctx.training) input_ = x;
+    return y;
+  }
+#endif
   const std::size_t rows = in_ * k_ * k_, s = oh * ow;
   const std::size_t nb_max = per_image(s) ? 1 : chunk_images(n, rows, s);
-  Tensor y({n, out_, oh, ow});
   if (nb_max == 1 && stride_ == 1) {  // padded-width form (kernels.hpp): contiguous im2col rows
     const Shifted g = shifted(h, w, oh);
     for (std::size_t i = 0; i < n; ++i) {
@@ -95,6 +102,15 @@ Tensor Conv2d::do_forward(const Tensor& x, Context& ctx) {
 }
 
 Tensor Conv2d::backward(const Tensor& dy, Context& ctx) {
+#if defined(GRADSYNC_TRAINER_CUDNN)
+  if (lowering_ == Lowering::automatic) {  // parameter gradients first, as below
+    cudnn_.backward_filter(input_, dy, weight.grad.data(), has_bias_ ? bias.grad.data() : nullptr);
+    grads_ready(ctx);
+    Tensor dx(input_.shape());
+    cudnn_.backward_data(weight.value, dy, dx);
+    return dx;
+  }
+#endif
   const std::size_t n = input_.dim(0), h = input_.dim(2), w = input_.dim(3);
   const std::size_t oh = dy.dim(2), ow = dy.dim(3), s = oh * ow, rows = in_ * k_ * k_;
   const std::size_t nb_max = per_image(s) ? 1 : chunk_images(n, rows, s);

@@ -117,14 +117,18 @@ void gather_samples(const Dataset& data, const std::uint32_t* indices, std::size
   x.resize(shape);
   const std::size_t s = product(data.sample), l = data.labels_per_sample;
   y.resize(count * l);
-  for (std::size_t i = 0; i < count; ++i) {
-#if defined(GRADSYNC_TRAINER_CUDA)
-    cuda::copy(x.data() + i * s, data.inputs.data() + std::size_t(indices[i]) * s, s * sizeof(float));  // to the device
+#if defined(GRADSYNC_TRAINER_CUDA)  // gathered in pinned memory, sent in one copy that does not wait
+  auto* gathered = static_cast<float*>(cuda::staging(x.size() * sizeof(float)));
 #else
-    std::memcpy(x.data() + i * s, data.inputs.data() + std::size_t(indices[i]) * s, s * sizeof(float));
+  float* gathered = x.data();
 #endif
+  for (std::size_t i = 0; i < count; ++i) {
+    std::memcpy(gathered + i * s, data.inputs.data() + std::size_t(indices[i]) * s, s * sizeof(float));
     std::memcpy(y.data() + i * l, data.labels.data() + std::size_t(indices[i]) * l, l * sizeof(std::int32_t));
   }
+#if defined(GRADSYNC_TRAINER_CUDA)
+  cuda::upload(x.data(), x.size() * sizeof(float));
+#endif
 }
 
 ShardedLoader::ShardedLoader(const Dataset& data, std::size_t batch, std::size_t rank, std::size_t ranks,

@@ -23,11 +23,15 @@ Tensor BatchNorm2d::do_forward(const Tensor& x, Context& ctx) {
   expect_shape((x.rank() == 2 || x.rank() == 4) && x.dim(1) == c_, name().c_str(), "[N, C] or [N, C, H, W]",
                x.shape());
   const std::size_t n = x.dim(0), s = x.size() / (n * c_);
+  if (ctx.training && n * s < 2) throw UsageError(name() + ": batch statistics need more than one value per channel");
   Tensor y(x.shape());
+#if defined(GRADSYNC_TRAINER_CUDNN)
+  if (ctx.training) cudnn_.forward_training(x, weight.value, bias.value, y, running_mean, running_var, momentum_, eps_);
+  else cudnn_.forward_inference(x, weight.value, bias.value, y, running_mean, running_var, eps_);
+#else
   Tensor mean({c_});
   inv_std_.resize({c_});
   if (ctx.training) {
-    if (n * s < 2) throw UsageError(name() + ": batch statistics need more than one value per channel");
     // Two-pass variance (accuracy): the mean, then the mean square deviation from it.
     partial_.resize({n * c_});
     Tensor var({c_});
@@ -50,10 +54,17 @@ Tensor BatchNorm2d::do_forward(const Tensor& x, Context& ctx) {
     backend::for_each_2d(n * c_, s, kernels::BnNormalize{x.data(), running_mean.data(), inv_std_.data(),
                                                          weight.value.data(), bias.value.data(), nullptr, y.data(), c_, s});
   }
+#endif
   return y;
 }
 
 Tensor BatchNorm2d::backward(const Tensor& dy, Context& ctx) {
+#if defined(GRADSYNC_TRAINER_CUDNN)
+  // One call gives dx with the parameter gradients, so none is handed over before dx is computed.
+  Tensor dx(dy.shape());
+  cudnn_.backward(dy, weight.value, dx, weight.grad.data(), bias.grad.data());
+  grads_ready(ctx);
+#else
   const std::size_t n = dy.dim(0), s = dy.size() / (n * c_);
   // Local copies: once handed over, the gradients belong to the synchronizer (aggregated in place).
   Tensor dgamma({c_}), dbeta({c_});
@@ -70,6 +81,7 @@ Tensor BatchNorm2d::backward(const Tensor& dy, Context& ctx) {
   Tensor dx(dy.shape());
   backend::for_each_2d(n * c_, s, kernels::BnInputGrad{dy.data(), xhat_.data(), weight.value.data(), inv_std_.data(),
                                                        dgamma.data(), dbeta.data(), dx.data(), c_, s, 1.0f / float(n * s)});
+#endif
   return dx;
 }
 

@@ -134,6 +134,11 @@ void release(void* p);
 /// after synchronize().
 void copy(void* dst, const void* src, std::size_t bytes);
 void synchronize();
+/// A host-to-device copy that does not wait for the device, in two steps: staging(bytes) returns
+/// this thread's pinned buffer (free again once the previous upload from it has left), the caller
+/// fills it, upload(dst, bytes) sends it on the stream.
+void* staging(std::size_t bytes);
+void upload(void* dst, std::size_t bytes);
 
 #if defined(__CUDACC__)
 template <class F>
@@ -185,6 +190,8 @@ double sum_squares(const float* x, std::size_t n);
 /// On: cuBLAS multiplies in fp16 with fp32 accumulation (CUBLAS_COMPUTE_32F_FAST_16F: tensor
 /// cores; exact down-conversion, as mixed precision stores every GEMM input in fp16).
 void set_fp16_gemm(bool on);
+/// Whether this thread's GEMM inputs are fp16 values: cuDNN's convolutions follow it too.
+bool fp16_gemm();
 void set_threads(int threads);
 int threads();
 

@@ -4,6 +4,9 @@
 #include <cstdint>
 
 #include "gradsync/trainer/module.hpp"
+#if defined(GRADSYNC_TRAINER_CUDNN)
+#include "gradsync/trainer/cudnn.hpp"
+#endif
 
 namespace gradsync::trainer {
 
@@ -19,8 +22,9 @@ class Conv2d final : public Module {
   /// column matrix still in cache for the product, straight into and out of NCHW (large maps;
   /// with stride 1 in padded-width form, see kernels.hpp);
   /// batched: many images side by side, so small maps still give wide products. automatic picks
-  /// per_image for output maps of at least 64 positions on the host, batched on a GPU. Both compute the same thing; tests pin
-  /// each to compare them.
+  /// per_image for output maps of at least 64 positions on the host, cuDNN on a GPU (cudnn.hpp;
+  /// batched in a device build without cuDNN). All compute the same thing; tests pin each to
+  /// compare them.
   enum class Lowering { automatic, per_image, batched };
   void set_lowering(Lowering l) { lowering_ = l; }
 
@@ -52,6 +56,9 @@ class Conv2d final : public Module {
   Tensor chunk_;            // GEMM output / gathered or widened dy as [out, images * positions]
   Tensor padded_;           // padded-width planes of one image (input, or input-gradient scratch)
   bool col_valid_ = false;  // col_ holds the last training forward's whole batch (batched)
+#if defined(GRADSYNC_TRAINER_CUDNN)
+  cudnn::Convolution cudnn_{in_, out_, k_, stride_, pad_};  // Lowering::automatic
+#endif
 };
 
 /// Batch normalization over N (and H, W) per channel; accepts [N, C] or [N, C, H, W].
@@ -70,6 +77,9 @@ class BatchNorm2d final : public Module {
   std::size_t c_;
   float momentum_, eps_;
   Tensor xhat_, inv_std_, partial_;  // partial_: per-plane sums (kernels.hpp PlaneTerm)
+#if defined(GRADSYNC_TRAINER_CUDNN)
+  cudnn::BatchNorm cudnn_{c_};  // the device build's whole layer
+#endif
 };
 
 class ReLU final : public Module {
