@@ -74,7 +74,7 @@ TEST_CASE("round_to_half: nearest fp16 value, ties to even, overflow to Inf, sub
   CHECK(t[2] == -2.0f);
 }
 
-TEST_CASE("Loss scaler: overflow skips and halves, clean steps grow, unscaling is exact", "[trainer][mixed]") {
+TEST_CASE("Loss scaler: overflow skips and halves, clean steps grow", "[trainer][mixed]") {
   LossScaler s({.initial_scale = 1024.0f, .growth_interval = 3, .min_scale = 256.0f, .max_scale = 4096.0f});
   CHECK(s.scale() == 1024.0f);
   CHECK_FALSE(s.update(true));
@@ -92,18 +92,37 @@ TEST_CASE("Loss scaler: overflow skips and halves, clean steps grow, unscaling i
   for (int i = 0; i < 9; ++i) s.update(false);
   CHECK(s.scale() == 4096.0f);  // capped at max_scale
   CHECK(s.skipped_steps() == 3);
-
-  // Gradients of fp16 values scaled by a power of two come back bit-exact.
-  std::vector<float> g = {round_to_half(0.1f), round_to_half(-3e-5f), 0x1p-24f, 0.0f};
-  const std::vector<float> original = g;
-  for (float& v : g) v = round_to_half(v * s.scale());
-  CHECK(s.unscale(g));
-  CHECK(g == original);
-  std::vector<float> bad = {1.0f, round_to_half(70000.0f)};
-  CHECK_FALSE(s.unscale(bad));
-  std::vector<float> nan = {std::nanf("")};
-  CHECK_FALSE(s.unscale(nan));
   CHECK_THROWS_WITH(LossScaler({.backoff_factor = 1.0f}), Catch::Contains("backoff_factor"));
+}
+
+TEST_CASE("Mixed precision unscales exactly and finds Inf or NaN in any tensor and row", "[trainer][mixed]") {
+  // Gradients of fp16 values scaled by a power of two come back bit-exact; the second tensor
+  // spans two rows of UnscaleCount (4096 values each) and a partial third.
+  Param a = make({0.0f, 0.0f, 0.0f, 0.0f}, true, 0), b = make(std::vector<float>(9000, 0.0f), true, 1);
+  std::vector<Param*> params{&a, &b};
+  MixedPrecision mp(params, {.initial_scale = 1024.0f});
+  const std::vector<float> small = {round_to_half(0.1f), round_to_half(-3e-5f), 0x1p-24f, 0.0f};
+  auto fill = [&] {
+    for (std::size_t i = 0; i < 4; ++i) a.grad[i] = round_to_half(small[i] * mp.scaler().scale());
+    for (std::size_t i = 0; i < b.grad.size(); ++i) b.grad[i] = round_to_half(float(i % 7) * 0.25f * mp.scaler().scale());
+  };
+  fill();
+  REQUIRE(mp.unscale(params));
+  for (std::size_t i = 0; i < 4; ++i) CHECK(a.grad[i] == small[i]);
+  for (std::size_t i = 0; i < b.grad.size(); ++i) REQUIRE(b.grad[i] == float(i % 7) * 0.25f);
+  for (const auto& [at, bad] : {std::pair{std::size_t(0), inf}, std::pair{std::size_t(4095), -inf},
+                               std::pair{std::size_t(4096), std::nanf("")}, std::pair{std::size_t(8999), inf}}) {
+    CAPTURE(at);
+    fill();
+    b.grad[at] = bad;
+    const float scale = mp.scaler().scale();
+    CHECK_FALSE(mp.unscale(params));
+    CHECK(mp.scaler().scale() == scale / 2);
+  }
+  fill();
+  a.grad[3] = round_to_half(70000.0f);  // beyond fp16: Inf
+  CHECK_FALSE(mp.unscale(params));
+  CHECK(mp.scaler().skipped_steps() == 5);
 }
 
 TEST_CASE("Mixed precision keeps fp32 masters and steps them", "[trainer][mixed]") {
@@ -115,7 +134,7 @@ TEST_CASE("Mixed precision keeps fp32 masters and steps them", "[trainer][mixed]
   Optimizer opt(params, {.momentum = 0.0f, .weight_decay = 0.0f});
   w.grad[0] = 8.0f * 0x1p-13f;  // scaled gradient
   w.grad[1] = 0.0f;
-  REQUIRE(mp.unscale({w.grad.span()}));
+  REQUIRE(mp.unscale(params));
   mp.step(w, opt, 1.0f);
   // The master moved by 2^-13 from 1 + 2^-13: exactly 1. An fp16 weight update would have lost it.
   mp.swap_masters(params);
@@ -155,7 +174,7 @@ std::vector<RankOutcome> two_ranks_one_overflows(MakeSync make_sync) {
         sync->finish_iteration();
         sync->wait_for(0);
         sync->wait_for(1);
-        const bool apply = mp.unscale({a.grad.span(), b.grad.span()});
+        const bool apply = mp.unscale(params);
         out[r].applied.push_back(apply);
         if (apply)
           for (auto* p : params) mp.step(*p, opt, 0.5f);

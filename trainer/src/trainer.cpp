@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "gradsync/trainer/backend.hpp"
+#include "gradsync/trainer/kernels.hpp"
 #include "gradsync/trainer/mixed_precision.hpp"
 
 namespace gradsync::trainer {
@@ -82,12 +83,11 @@ class Rank final : public StepHooks {
       Param& p = **it;
       if (ready_[p.index]++) throw std::logic_error(p.name + ": gradient reported twice in one backward");
       if (mixed_) round_to_half(p.grad);  // fp16 storage: an overflow becomes Inf here
-      const std::span<float> grad = hand_over(p);
-      if (poison_ && !grad.empty()) {
-        grad[0] = std::numeric_limits<float>::quiet_NaN();
+      if (poison_ && !p.grad.empty()) {
+        backend::for_each(1, kernels::Fill{p.grad.data(), std::numeric_limits<float>::quiet_NaN()});
         poison_ = false;
       }
-      sync_->gradient_ready(p.index, grad);
+      sync_->gradient_ready(p.index, hand_over(p));
       pending_[p.index] = 1;
     }
   }
@@ -149,9 +149,11 @@ class Rank final : public StepHooks {
   }
   static std::string layer_name(const Param& p) { return p.name.substr(0, p.name.rfind('.')); }
   // The synchronizer works on host memory: on the device backend the gradient is staged in host
-  // memory for it (and the mean copied back by take_mean); on the host it is handed over in place.
+  // memory for it (and the mean copied back by take_mean) unless it reads none (one rank: the
+  // gradient stays on the device); on the host it is handed over in place.
   std::span<float> hand_over(Param& p) {
 #if defined(GRADSYNC_TRAINER_CUDA)
+    if (!sync_->reads_gradients()) return {};
     staged_.resize(synced_.size());
     staged_[p.index] = p.grad.to_host();
     synced_[p.index] = staged_[p.index];
@@ -162,7 +164,7 @@ class Rank final : public StepHooks {
   }
   void take_mean(Param& p) {
 #if defined(GRADSYNC_TRAINER_CUDA)
-    p.grad.from_host(synced_[p.index]);
+    if (sync_->reads_gradients()) p.grad.from_host(synced_[p.index]);
 #else
     (void)p;
 #endif
@@ -186,11 +188,11 @@ class Rank final : public StepHooks {
         outstanding = true;
       }
     wait_seconds_ += waited;
-    if (outstanding && mixed_->unscale(synced_))
-      for (auto* p : model_->params()) {
-        take_mean(*p);
-        mixed_->step(*p, opt_, pending_lr_);
-      }
+    if (outstanding) {
+      for (auto* p : model_->params()) take_mean(*p);
+      if (mixed_->unscale(model_->params()))
+        for (auto* p : model_->params()) mixed_->step(*p, opt_, pending_lr_);
+    }
     profile(LayerProfiler::forward, {}, compute_span("wait_for + step (all layers)") - waited);
   }
 

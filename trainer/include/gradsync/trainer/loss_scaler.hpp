@@ -3,12 +3,11 @@
 // multiplied by `scale` before backward so small fp16 gradients do not flush to zero; gradients are
 // unscaled in fp32 before the optimizer. A step whose gradients overflowed (Inf/NaN) is skipped
 // and the scale halved; after `growth_interval` clean steps in a row the scale doubles.
-// Backend-agnostic: it only sees spans of unscaled-or-not fp32 gradients and a flag.
+// Backend-agnostic: it only sees the scale and a flag (MixedPrecision::unscale does the tensors).
 //
 //   LossScaler scaler;
 //   loss_grad *= scaler.scale();  backward();
-//   bool overflow = false;
-//   for (auto g : grads) overflow |= !scaler.unscale(g);   // every rank must agree: see below
+//   grads *= 1 / scaler.scale();  bool overflow = any Inf/NaN in grads;  // every rank must agree: see below
 //   if (scaler.update(overflow)) optimizer.step();
 //
 // With data parallelism the overflow flag must be the same on every rank (otherwise replicas
@@ -16,7 +15,6 @@
 // aggregated gradients gives every rank the same flag.
 #include <cmath>
 #include <cstdint>
-#include <span>
 #include <stdexcept>
 #include <string>
 #include <gradsync/core/error.hpp>
@@ -61,17 +59,6 @@ class LossScaler {
     scale_ = s.scale;
     clean_ = s.clean;
     skipped_ = s.skipped;
-  }
-
-  /// Divides `grad` by the scale in place; returns false if any value is Inf or NaN.
-  bool unscale(std::span<float> grad) const {
-    const float inv = 1.0f / scale_;
-    bool finite = true;
-    for (float& g : grad) {
-      finite &= std::isfinite(g);
-      g *= inv;
-    }
-    return finite;
   }
 
   /// Records the outcome of one step; returns true when the step should be applied.

@@ -8,11 +8,11 @@
 // Per iteration, in the trainer:
 //   backward: scale_loss_grad(dlogits); each layer's gradients round_to_half() before
 //             gradient_ready - a layer that overflowed hands Inf to the synchronizer;
-//   next step: wait_for every tensor, then unscale(the synchronizer's spans): the mean gradients are the same on
-//             every rank and a lossless all-reduce carries Inf/NaN from any rank to all of them,
-//             so every rank takes the same decision - apply step() to every parameter, or skip the
-//             whole step and halve the scale. The synchronizer must run with check_finite off.
-#include <span>
+//   next step: wait_for every tensor, the means in the parameters' gradients, then unscale(params):
+//             the mean gradients are the same on every rank and a lossless all-reduce carries
+//             Inf/NaN from any rank to all of them, so every rank takes the same decision - apply
+//             step() to every parameter, or skip the whole step and halve the scale. The
+//             synchronizer must run with check_finite off.
 #include <vector>
 
 #include "gradsync/trainer/loss_scaler.hpp"
@@ -34,10 +34,10 @@ class MixedPrecision {
 
   /// d(loss)/d(logits) times the loss scale, in fp16 storage.
   void scale_loss_grad(Tensor& dlogits) const;
-  /// Unscales the mean gradients (host memory: what the synchronizer returned) in fp32 and records
+  /// Unscales the parameters' (mean) gradients in place in fp32, in backend memory, and records
   /// the outcome; true when the step applies (no Inf/NaN anywhere), false when it is skipped (the
-  /// scale was halved).
-  bool unscale(const std::vector<std::span<float>>& grads);
+  /// scale was halved). One read-back from a device, whatever the number of tensors.
+  bool unscale(const std::vector<Param*>& params);
   /// The optimizer step on p's fp32 master (LARS norms in fp32 too), then p's fp16 copy refreshed.
   void step(Param& p, Optimizer& optimizer, float lr);
 
@@ -47,6 +47,7 @@ class MixedPrecision {
  private:
   LossScaler scaler_;
   std::vector<Tensor> masters_;  // by parameter index
+  Buffer<float> nonfinite_;      // unscale: Inf/NaN counts per row of each gradient
 };
 
 }  // namespace gradsync::trainer

@@ -47,10 +47,14 @@ struct GradientSync {
   virtual void report_loss(float loss) { (void)loss; }
   /// This rank's counters so far (units finish asynchronously: an iteration's may land later).
   virtual Statistics statistics() const { return {}; }
+  /// Whether gradient_ready's spans are read at all. When not, a device trainer keeps its
+  /// gradients on the device and hands over empty spans instead of staging them on the host.
+  virtual bool reads_gradients() const { return true; }
 };
 
 /// One rank: the local gradient is already the mean.
 struct SingleRankSync final : GradientSync {
+  bool reads_gradients() const override { return false; }
   void gradient_ready(std::size_t, std::span<float>) override {}
   void wait_for(std::size_t) override {}
   void finish_iteration() override {}
