@@ -35,16 +35,16 @@ Tensor MaxPool2d::do_forward(const Tensor& x, Context& ctx) {
   const std::size_t planes = x.dim(0) * x.dim(1);
   Tensor y({x.dim(0), x.dim(1), oh, ow});
   argmax_.resize(y.size());
-  backend::for_each(planes, kernels::MaxPoolForward{x.data(), y.data(), argmax_.data(), h, w, k_, stride_, pad_, oh, ow},
-                    oh * ow * k_ * k_);
+  backend::for_each_2d(planes, oh * ow, kernels::MaxPoolForward{x.data(), y.data(), argmax_.data(), h, w, k_, stride_,
+                                                                 pad_, oh, ow});
   if (ctx.training) in_shape_ = x.shape();
   return y;
 }
 Tensor MaxPool2d::backward(const Tensor& dy, Context&) {
   Tensor dx(in_shape_);
-  const std::size_t planes = in_shape_[0] * in_shape_[1];
-  backend::for_each(planes, kernels::MaxPoolBackward{dy.data(), argmax_.data(), dx.data(), in_shape_[2] * in_shape_[3],
-                                                     dy.dim(2) * dy.dim(3)}, in_shape_[2] * in_shape_[3]);
+  const std::size_t planes = in_shape_[0] * in_shape_[1], in_plane = in_shape_[2] * in_shape_[3];
+  backend::for_each_2d(planes, in_plane, kernels::MaxPoolBackward{dy.data(), argmax_.data(), dx.data(), in_shape_[3], k_,
+                                                                  stride_, pad_, dy.dim(2), dy.dim(3), in_plane});
   return dx;
 }
 
@@ -60,7 +60,7 @@ Tensor GlobalAvgPool::do_forward(const Tensor& x, Context& ctx) {
 Tensor GlobalAvgPool::backward(const Tensor& dy, Context&) {
   Tensor dx(in_shape_);
   const std::size_t s = in_shape_[2] * in_shape_[3];
-  backend::for_each(dy.size(), kernels::PlaneBroadcast{dy.data(), dx.data(), s}, s);
+  backend::for_each_2d(dy.size(), s, kernels::PlaneBroadcast{dy.data(), dx.data(), s});
   return dx;
 }
 
@@ -120,7 +120,7 @@ Tensor Linear::do_forward(const Tensor& x, Context& ctx) {
   ys.back() = out_;
   Tensor y(ys);
   backend::gemm(false, true, m, out_, in_, 1.0f, x.data(), in_, weight.value.data(), in_, 0.0f, y.data(), out_);
-  if (has_bias_) backend::for_each(m, kernels::AddRowBias{y.data(), bias.value.data(), out_}, out_);
+  if (has_bias_) backend::for_each_2d(m, out_, kernels::AddRowBias{y.data(), bias.value.data(), out_});
   if (ctx.training) input_ = x;
   return y;
 }

@@ -31,7 +31,7 @@ Tensor LSTM::do_forward(const Tensor& x, Context& ctx) {
   backend::for_each(n * h_, kernels::Fill{hidden_.data(), 0.0f});
   // Input contributions for all steps at once, then the recurrent part step by step.
   backend::gemm(false, true, t * n, g4, in_, 1.0f, input_.data(), in_, w_ih.value.data(), in_, 0.0f, gates_.data(), g4);
-  backend::for_each(t * n, kernels::AddRowBias{gates_.data(), bias.value.data(), g4}, g4);
+  backend::for_each_2d(t * n, g4, kernels::AddRowBias{gates_.data(), bias.value.data(), g4});
   for (std::size_t s = 0; s < t; ++s) {
     float* a = gates_.data() + s * n * g4;
     const float* h_prev = hidden_.data() + s * n * h_;

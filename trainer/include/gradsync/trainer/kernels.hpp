@@ -321,51 +321,62 @@ struct ColumnSum {
     out[j] = float(acc);
   }
 };
-/// Adds a bias row to each row of a row-major [m, n] matrix; i = row.
+/// Adds a bias row to each row of a row-major [m, n] matrix; (row, j) = (row, column).
 struct AddRowBias {
   float* y; const float* b; std::size_t n;
-  GRADSYNC_HD void operator()(std::size_t r) const { for (std::size_t j = 0; j < n; ++j) y[r * n + j] += b[j]; }
+  GRADSYNC_HD void operator()(std::size_t r, std::size_t j) const { y[r * n + j] += b[j]; }
 };
 
-/// Max pooling of one (image, channel) plane; records the argmax (index within the plane).
+/// Max pooling, output o of an (image, channel) plane; records the argmax (index within the plane),
+/// the first of equal maxima in window order (a window of NaN/-Inf only: its first position).
 struct MaxPoolForward {
   const float* x; float* y; std::uint32_t* arg; std::size_t h, w, k, stride, pad, oh, ow;
-  GRADSYNC_HD void operator()(std::size_t plane) const {
+  GRADSYNC_HD void operator()(std::size_t plane, std::size_t o) const {
     const float* in = x + plane * h * w;
-    for (std::size_t oy = 0; oy < oh; ++oy)
-      for (std::size_t ox = 0; ox < ow; ++ox) {
-        float best = -INFINITY;
-        std::uint32_t best_i = 0;
-        for (std::size_t ky = 0; ky < k; ++ky) {
-          const long iy = long(oy * stride + ky) - long(pad);
-          if (iy < 0 || iy >= long(h)) continue;
-          for (std::size_t kx = 0; kx < k; ++kx) {
-            const long ix = long(ox * stride + kx) - long(pad);
-            if (ix < 0 || ix >= long(w)) continue;
-            const float v = in[iy * long(w) + ix];
-            if (v > best) { best = v; best_i = std::uint32_t(iy * long(w) + ix); }
-          }
-        }
-        const std::size_t o = plane * oh * ow + oy * ow + ox;
-        y[o] = best;
-        arg[o] = best_i;
+    const std::size_t oy = o / ow, ox = o % ow;
+    float best = -INFINITY;
+    long best_i = -1;
+    for (std::size_t ky = 0; ky < k; ++ky) {
+      const long iy = long(oy * stride + ky) - long(pad);
+      if (iy < 0 || iy >= long(h)) continue;
+      for (std::size_t kx = 0; kx < k; ++kx) {
+        const long ix = long(ox * stride + kx) - long(pad);
+        if (ix < 0 || ix >= long(w)) continue;
+        const float v = in[iy * long(w) + ix];
+        if (best_i < 0 || v > best) { best = v; best_i = iy * long(w) + ix; }
       }
+    }
+    y[plane * oh * ow + o] = best;
+    arg[plane * oh * ow + o] = std::uint32_t(best_i);
   }
 };
+/// Input gradient j of a plane: the sum of dy over the outputs whose argmax is j, in output order
+/// (the order a scatter over the outputs would add them in); a gather, so no two threads write
+/// the same element.
 struct MaxPoolBackward {
-  const float* dy; const std::uint32_t* arg; float* dx; std::size_t in_plane, out_plane;
-  GRADSYNC_HD void operator()(std::size_t plane) const {
-    float* d = dx + plane * in_plane;
-    for (std::size_t j = 0; j < in_plane; ++j) d[j] = 0.0f;
-    for (std::size_t o = 0; o < out_plane; ++o) d[arg[plane * out_plane + o]] += dy[plane * out_plane + o];
+  const float* dy; const std::uint32_t* arg; float* dx; std::size_t w, k, stride, pad, oh, ow, in_plane;
+  GRADSYNC_HD void operator()(std::size_t plane, std::size_t j) const {
+    // Windows over coordinate c: o * stride - pad <= c <= o * stride - pad + k - 1, o in [lo, hi).
+    auto covering = [&](std::size_t c, std::size_t n, std::size_t& lo, std::size_t& hi) {
+      lo = c + pad + 1 > k ? (c + pad + 1 - k + stride - 1) / stride : 0;
+      hi = (c + pad) / stride + 1;
+      if (hi > n) hi = n;
+    };
+    std::size_t ylo, yhi, xlo, xhi;
+    covering(j / w, oh, ylo, yhi);
+    covering(j % w, ow, xlo, xhi);
+    const std::size_t base = plane * oh * ow;
+    float acc = 0.0f;
+    for (std::size_t oy = ylo; oy < yhi; ++oy)
+      for (std::size_t ox = xlo; ox < xhi; ++ox)
+        if (arg[base + oy * ow + ox] == j) acc += dy[base + oy * ow + ox];
+    dx[plane * in_plane + j] = acc;
   }
 };
+/// Global average pooling's backward: dx = dy[plane] / s at each of the plane's s positions.
 struct PlaneBroadcast {
   const float* dy; float* dx; std::size_t s;
-  GRADSYNC_HD void operator()(std::size_t plane) const {
-    const float v = dy[plane] / float(s);
-    for (std::size_t j = 0; j < s; ++j) dx[plane * s + j] = v;
-  }
+  GRADSYNC_HD void operator()(std::size_t plane, std::size_t j) const { dx[plane * s + j] = dy[plane] / float(s); }
 };
 
 GRADSYNC_HD inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
