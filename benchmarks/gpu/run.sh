@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # On a machine with a GPU: build with CUDA for the local GPU, run the CUDA tests (device results
 # against host results on the same inputs, NCCL against the reference sum on every visible GPU),
-# the device codec benchmark and the CUDA trainer benchmark, and write benchmarks/gpu/results.md.
+# the device codec benchmark and the CUDA trainer against PyTorch (ResNet-20 and VGG-11, fp32 and
+# mixed: four gradsync-train-cuda runs of 230 iterations, one PyTorch process), and write
+# benchmarks/gpu/results.md.
 #
 #   bash benchmarks/gpu/run.sh            # build dir: build/gpu (BUILD_DIR=... to change)
 #   SKIP_BUILD=1 BUILD_DIR=dir bash benchmarks/gpu/run.sh
@@ -33,6 +35,17 @@ if [ -z "${SKIP_BUILD:-}" ]; then
 fi
 [ -x "$build/tests/cuda/test_nccl" ] && tests+=(tests/cuda/test_nccl tests/cuda/test_nccl_usage)
 
+# ---- cuDNN at run time (the CUDA trainer links libcudnn.so.9): the machine's, else the copy that
+# PyTorch's wheels carry (nvidia-cudnn) ----
+if ldd "$build/trainer/gradsync-train-cuda" 2>/dev/null | grep -q 'libcudnn.* not found'; then
+  cudnn_lib=$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' \
+    2>/dev/null || true)
+  [ -n "$cudnn_lib" ] && [ -e "$cudnn_lib/libcudnn.so.9" ] ||
+    die "libcudnn.so.9 not found: install cuDNN 9 (or PyTorch's nvidia-cudnn wheel), or add its directory to LD_LIBRARY_PATH"
+  export LD_LIBRARY_PATH=$cudnn_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  echo "== cuDNN from $cudnn_lib"
+fi
+
 # ---- tests: each Catch2 program directly (no ctest), so a build made elsewhere runs too ----
 for t in "${tests[@]}"; do
   [ -x "$build/$t" ] || die "$build/$t is missing: build it (or drop SKIP_BUILD)"
@@ -45,25 +58,57 @@ json=$build/bench_gpu_codec.json
 "$build/benchmarks/gpu/bench_gpu_codec" --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
   --benchmark_out="$json" --benchmark_out_format=json
 
-# ---- trainer throughput: ResNet-20 (CIFAR shape), batch 128, device fp32 / device mixed / host ----
-train_rate() {  # $1 executable, $2 precision, $3 iterations -> images/s from its metrics JSON
-  local m=$build/trainer_$(basename "$1")_$2.json
-  "$1" --model resnet20 --width 1 --dataset synthetic --input 3x32x32 --classes 10 --synthetic-size 8192 \
-    --batch 128 --iterations "$3" --threads "$(nproc)" --ranks 1 --sync local --no-eval -q --precision "$2" \
-    --metrics "$m" >/dev/null
-  python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["images_per_second"]))' "$m"
+# ---- trainer throughput against PyTorch: ResNet-20 and VGG-11 (CIFAR shape), batch 128, 1 rank ----
+# images/s = batch / the median iteration time of iterations 31..230 (the first ones time cuDNN's
+# algorithms), from the metrics JSON's iteration_seconds; PyTorch's the same way (pytorch_resnet20.py).
+train_rate() {  # $1 executable, $2 model, $3 precision, $4 iterations, $5 warm-up iterations -> images/s
+  local m=$build/trainer_$(basename "$1")_$2_$3.json
+  "$1" --model "$2" --width 1 --dataset synthetic --input 3x32x32 --classes 10 --synthetic-size 8192 \
+    --batch 128 --lr 0.001 --iterations "$4" --threads "$(nproc)" --ranks 1 --sync local --no-eval -q \
+    --precision "$3" --metrics "$m" >/dev/null
+  python3 -c 'import json, statistics, sys
+s = json.load(open(sys.argv[1]))["iteration_seconds"][int(sys.argv[2]):]
+print(round(128 / statistics.median(s)))' "$m" "$5"
 }
-trainer_line="ResNet-20, 3x32x32, batch 128, 1 rank, images/s: device fp32 \
-$(train_rate "$build/trainer/gradsync-train-cuda" fp32 200), device mixed $(train_rate "$build/trainer/gradsync-train-cuda" mixed 200) \
-(200 iterations), host fp32 on $(nproc) cores $(train_rate "$build/trainer/gradsync-train" fp32 10) (10 iterations)"
+rates=""  # "model gradsync_fp32 gradsync_mixed" lines
+for model in resnet20 vgg11; do
+  rates+="$model $(train_rate "$build/trainer/gradsync-train-cuda" "$model" fp32 230 30) \
+$(train_rate "$build/trainer/gradsync-train-cuda" "$model" mixed 230 30)"$'\n'
+done
+host_rate=$(train_rate "$build/trainer/gradsync-train" resnet20 fp32 12 2)
+torch_rates="" torch_version=""
 if python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
-  read -r torch_fp32 torch_amp < <(python3 benchmarks/gpu/pytorch_resnet20.py)
-  trainer_line+="; PyTorch $(python3 -c 'import torch; print(torch.__version__)') on the same GPU: fp32 $torch_fp32, AMP $torch_amp"
+  torch_rates=$(python3 benchmarks/gpu/pytorch_resnet20.py --models resnet20,vgg11)  # "model fp32 tf32 amp" lines
+  torch_version=$(python3 -c 'import torch; print(torch.__version__)')
 fi
+trainer_table=$(python3 - "$rates" "$torch_rates" "$torch_version" "$host_rate" "$(nproc)" <<'PY'
+import sys
+ours, torch, version, host, cores = sys.argv[1:]
+ours = {l.split()[0]: l.split()[1:] for l in ours.splitlines() if l.strip()}
+torch = {l.split()[0]: l.split()[1:] for l in torch.splitlines() if l.strip()}
+names = {"resnet20": "ResNet-20", "vgg11": "VGG-11"}
+def ratio(a, b):
+    return f"{int(a) / int(b):.2f}x" if b else "-"
+rows = ["| model | gradsync fp32 | PyTorch fp32 | ratio | PyTorch TF32 (default) | gradsync mixed | PyTorch AMP | ratio |",
+        "|---|---|---|---|---|---|---|---|"]
+for m, (f32, mixed) in ours.items():
+    t32, ttf, tamp = torch.get(m, ["", "", ""])
+    rows.append(f"| {names[m]} | {f32} | {t32 or '-'} | {ratio(f32, t32)} | {ttf or '-'} | {mixed} | {tamp or '-'} "
+                f"| {ratio(mixed, tamp)} |")
+print(f"""Images/s, 3x32x32, batch 128, 1 rank: batch / the median iteration time of 200 iterations after
+30 warm-up ones. gradsync-train-cuda: cuDNN convolutions and batch norm, fp32 without TF32
+(mixed: fp16 tensor cores, fp32 accumulation). PyTorch {version or '(not installed)'} on the same GPU with
+cudnn.benchmark, the batch resident on the GPU, iterations timed by CUDA events; its fp32 has
+cudnn.allow_tf32 off (gradsync's arithmetic), TF32 is its default.
 
+""" + "\n".join(rows) + f"""
+
+Host build, ResNet-20 fp32 on {cores} cores: {host} images/s (10 iterations after 2).""")
+PY
+)
 # ---- results table ----
 device=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
-python3 - "$json" "$out" "$device" "$gpus" "$trainer_line" <<'PY'
+python3 - "$json" "$out" "$device" "$gpus" "$trainer_table" <<'PY'
 import json, sys
 path, out, device, gpus, trainer = sys.argv[1:]
 runs = json.load(open(path))["benchmarks"]

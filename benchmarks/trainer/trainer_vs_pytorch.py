@@ -15,8 +15,8 @@ def scaled(base, width):
     return max(1, math.floor(base * width + 0.5))
 
 
-def vgg11(classes=10, size=28, width=1.0):
-    layers, c, h = [], 1, size
+def vgg11(classes=10, size=28, width=1.0, channels=1):
+    layers, c, h = [], channels, size
     for v in [64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"]:
         if v == "M":
             if h >= 4:  # gradsync skips a pool once the map is under 4x4
