@@ -9,10 +9,11 @@
 //          them to fp16 for the tensor cores (CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) - exactly,
 //          with fp32 accumulation and fp32 outputs, as cuBLAS's CUBLAS_COMPUTE_32F_FAST_16F.
 // Each layer times every algorithm once per input shape and math mode (cudnnFind*, as PyTorch's
-// cudnn.benchmark) and keeps the fastest deterministic one (runs repeat bit for bit) within 1 GiB
-// of workspace; mixed mode only where the conversion stays exact: GEMM forms, or Winograd/FFT in
-// fp32 FMA (their transformed values are no fp16 values). Workspace: one buffer per thread
-// (rank), grown to the largest chosen algorithm's need.
+// cudnn.benchmark) and keeps the fastest deterministic one (no atomics: equal inputs give equal
+// bits; which algorithm wins may differ between runs) within 1 GiB of workspace; in mixed mode
+// only where the conversion stays exact: GEMM forms, or Winograd/FFT in fp32 FMA (their
+// transformed values are no fp16 values). Workspace: one buffer per thread (rank), grown to the
+// largest chosen algorithm's need.
 #include <cstddef>
 #include <memory>
 #include <vector>
