@@ -1,7 +1,9 @@
 """Turns a sweep's results directory (runs.jsonl + raw/) into results.json, table.md and plots:
 plots/throughput-<model>.png (images/s against link bandwidth for every policy, like P3's Figure 7) and
 plots/timeline-<model>-<link>-<policy>.png (node 0's link over three iterations, like P3's Figure 8).
-  report.py DIR [--timeline-link 1gbit]   (default: 1gbit if swept, else the slowest link)
+  report.py DIR [--timeline-link 1gbit] [--accuracy 0.85]
+            (timeline default: 1gbit if swept, else the slowest link; --accuracy: also the time to
+            that test accuracy of every run that evaluated, sweep.sh --accuracy)
   report.py --median METRICS.json WARMUP  (the median iteration after warm-up, for progress lines)
 
 Definitions (per model and link; N ranks, P parameters, b bits per element on the wire):
@@ -12,14 +14,20 @@ Definitions (per model and link; N ranks, P parameters, b bits per element on th
              and a parameter server sharded over all ranks alike), over the link rate (tc's
              nominal rate; for an unlimited link the rate one TCP stream measured)
   bound      max(compute only of the same trainer, wire); ratios are iteration / bound and
-             iteration / DDP's iteration on the same link
+             iteration / DDP's iteration on the same link (x DDP fp16: / DDP with its fp16 hook's)
+  overhead   iteration - compute only of the same trainer: what synchronizing costs it
   bound at line rate  (gradsync, shaped links) max(compute only while every link carries TCP at
              line rate in both directions, wire): the kernel moves those bytes (veth, bridge, tbf,
              TCP) on the ranks' own cores, so no synchronization can beat the compute left to them
   node 0 sent  bytes node 0's link carried per counted iteration (link counters, so with TCP/IP
              and MPI or gloo headers), and their average rate
   others     cores that processes outside the run kept busy during it (a build, say): timings
-             are only comparable between runs with similar values"""
+             are only comparable between runs with similar values
+  time to accuracy  rank 0's training seconds (the sum of its iteration times, evaluations not
+             counted: gradsync-train's evaluations[].train_seconds, and ddp.py's alike) until its
+             first evaluation at or above the target
+The PyTorch side's version, BLAS (with its measured GFLOP/s), threads, buckets and hooks come from
+ddp.py's metrics (config) and head each model's table."""
 import argparse
 import json
 import math
@@ -33,7 +41,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 COMPUTE = ["compute", "compute-traffic", "ddp-compute"]  # the compute-only runs, before each model's runs on each link
 NAMES = {"compute": "gradsync compute only", "compute-traffic": "gradsync compute at line-rate traffic",
          "ddp-compute": "DDP compute only"}
-POLICY_ORDER = COMPUTE + ["wfbp", "p3", "p3-fp16", "p3-qsgd8", "ps", "p3-mpi", "p3-gloo", "wfbp-gloo", "p3-gloo-i8", "ddp"]
+GRADSYNC_ORDER = ["wfbp", "p3", "p3-fp16", "p3-qsgd8", "p3-ef-qsgd4", "p3-onebit", "p3-topk", "ps", "p3-mpi", "p3-gloo",
+                  "wfbp-gloo", "p3-gloo-i8"]
+DDP_ORDER = ["ddp", "ddp-fp16", "ddp-powersgd"]
+POLICY_ORDER = COMPUTE + GRADSYNC_ORDER + DDP_ORDER
 
 
 def policy_key(policy):
@@ -93,7 +104,7 @@ def read_samples(path):
     return rows
 
 
-def analyse(root):
+def analyse(root, accuracy=None):
     records = [json.loads(line) for line in open(os.path.join(root, "runs.jsonl")) if line.strip()]
     rates = link_rates(records)
     runs = []
@@ -119,6 +130,16 @@ def analyse(root):
             run["node0_wire_mb_per_iteration"] = wire / 1e6 / run["counted"] if wire is not None else None
             run["node0_tx_gbps"] = wire * 8 / seconds / 1e9 if wire is not None else None
             run["samples"] = r["samples"]
+            run["evaluations"] = m.get("evaluations", [])
+            run["test_accuracy"] = m.get("test_accuracy")
+            target = accuracy if accuracy is not None else r.get("accuracy")
+            if target is not None:
+                reached = next((e for e in run["evaluations"] if e["test_accuracy"] >= target), None)
+                run["accuracy_target"] = target
+                run["iterations_to_accuracy"] = reached and reached["iteration"]
+                run["seconds_to_accuracy"] = reached and reached["train_seconds"]
+            if r["kind"] == "ddp":  # the PyTorch side's settings: version, BLAS, threads, buckets, hook
+                run["peer"] = {k: v for k, v in m["config"].items() if k not in ("model", "width", "iterations")}
         runs.append(run)
 
     for model in {r["model"] for r in runs}:
@@ -128,24 +149,28 @@ def analyse(root):
                      "trainer/src/models.cpp's model)")
 
     compute = {(r["model"], r["link"], r["policy"]): r for r in runs if r["policy"] in COMPUTE and r["ok"]}
-    ddp = {(r["model"], r["link"]): r for r in runs if r["policy"] == "ddp" and r["ok"]}
+    ddp = {(r["model"], r["link"], r["policy"]): r for r in runs if r["policy"] in DDP_ORDER and r["ok"]}
     for r in runs:
         if not r["ok"] or r["policy"] in COMPUTE:
             continue
         n, rate = r["nodes"], rates.get(r["link"], {}).get("bound_bps")
-        must_send = 2 * (n - 1) / n * r["parameters"] * r["bits"] / 8
-        r["must_send_mb"] = must_send / 1e6
-        r["wire_s"] = must_send * 8 / rate if rate else None
+        bits = r["bits"] if isinstance(r["bits"], (int, float)) else None  # PowerSGD's: "variable"
+        must_send = 2 * (n - 1) / n * r["parameters"] * bits / 8 if bits else None
+        r["must_send_mb"] = must_send / 1e6 if bits else None
+        r["wire_s"] = must_send * 8 / rate if rate and bits else None
         c = compute.get((r["model"], r["link"], "ddp-compute" if r["kind"] == "ddp" else "compute"))
         r["compute_only_s"] = c["iteration_s"] if c else None
+        r["overhead_s"] = r["iteration_s"] - c["iteration_s"] if c else None
         parts = [x for x in (r["compute_only_s"], r["wire_s"]) if x]
         r["bound_s"] = max(parts) if parts else None
         r["ratio_to_bound"] = r["iteration_s"] / r["bound_s"] if r["bound_s"] else None
         t = compute.get((r["model"], r["link"], "compute-traffic")) if r["kind"] == "gradsync" else None
         r["line_rate_bound_s"] = max(t["iteration_s"], r["wire_s"] or 0) if t else None
         r["ratio_to_line_rate_bound"] = r["iteration_s"] / r["line_rate_bound_s"] if t else None
-        d = ddp.get((r["model"], r["link"]))
+        d = ddp.get((r["model"], r["link"], "ddp"))
         r["ratio_to_ddp"] = r["iteration_s"] / d["iteration_s"] if d else None
+        d = ddp.get((r["model"], r["link"], "ddp-fp16"))
+        r["ratio_to_ddp_fp16"] = r["iteration_s"] / d["iteration_s"] if d else None
     return rates, runs
 
 
@@ -165,25 +190,72 @@ def table(rates, runs):
         first = next((r for r in mine if r["ok"]), None)
         out.append(f"### {model} (width {mine[0]['width']}, {fmt(first and first['parameters'] / 1e6, 1)} M parameters, "
                    f"{mine[0]['nodes']} nodes)\n")
-        out.append("| link | run | iteration (s) | busy (s) | wire bound (s) | bound (s) | x bound "
-                   "| bound at line rate (s) | x it | x DDP "
+        out += peers(mine)
+        out.append("| link | run | iteration (s) | busy (s) | wire bound (s) | bound (s) | x bound | overhead (s) "
+                   "| bound at line rate (s) | x it | x DDP | x DDP fp16 "
                    "| node 0 sent MB/iter | node 0 sends (Gbit/s) | others (cores) |")
-        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in sorted(mine, key=lambda r: (link_key(rates)(r["link"]), policy_key(r["policy"]))):
             name = NAMES.get(r["policy"], r["policy"])
             if not r["ok"]:
-                out.append(f"| {r['link']} | {name} | FAILED (status {r['rc']}) | | | | | | | | | | |")
+                out.append(f"| {r['link']} | {name} | FAILED (status {r['rc']}) | | | | | | | | | | | | |")
                 continue
             out.append(f"| {r['link']} | {name} | {fmt(r['iteration_s'], 3)} | {fmt(r['busy_s'], 3)} "
                        f"| {fmt(r.get('wire_s'), 3)} | {fmt(r.get('bound_s'), 3)} | {fmt(r.get('ratio_to_bound'))} "
+                       f"| {fmt(r.get('overhead_s'), 3)} "
                        f"| {fmt(r.get('line_rate_bound_s'), 3)} | {fmt(r.get('ratio_to_line_rate_bound'))} "
-                       f"| {fmt(r.get('ratio_to_ddp'))} | {fmt(r['node0_wire_mb_per_iteration'], 1)} "
+                       f"| {fmt(r.get('ratio_to_ddp'))} | {fmt(r.get('ratio_to_ddp_fp16'))} "
+                       f"| {fmt(r['node0_wire_mb_per_iteration'], 1)} "
                        f"| {fmt(r['node0_tx_gbps'])} | {fmt(r['others_cores'])} |")
         out.append("")
+        out += accuracy_table(rates, mine)
     links = ", ".join(f"{k} {fmt(v['measured_bps'] / 1e9 if v['measured_bps'] else None)}"
                       for k, v in sorted(rates.items(), key=lambda kv: link_key(rates)(kv[0])))
     out.append(f"One TCP stream measured (Gbit/s): {links}.\n")
     return "\n".join(out)
+
+
+def peers(runs):
+    """Lines naming the PyTorch side as it ran: version, BLAS and its speed, threads, buckets, hooks."""
+    by_policy = {r["policy"]: r["peer"] for r in runs if r.get("peer")}
+    if not by_policy:
+        return []
+    first = next(iter(by_policy.values()))
+    blas = first["blas"]
+    out = [f"PyTorch side: PyTorch {blas['torch']} on {blas['blas']} (1024x1024 fp32 matmul "
+           f"{blas['matmul_gflops_1thread']} GFLOP/s on 1 thread), {first['threads']} thread(s) per rank "
+           f"(OpenBLAS {blas['blas_threads']})."]
+    for policy, p in sorted(by_policy.items(), key=lambda kv: policy_key(kv[0])):
+        if policy == "ddp-compute":
+            continue
+        hook = p.get("hook") or "none (fp32)"
+        extra = "".join(f", {k} {p[k]}" for k in ("matrix_approximation_rank", "start_powerSGD_iter", "warm_start",
+                                                 "use_error_feedback") if k in p)
+        buckets = f"one bucket of {p['bucket_mb']} MB" if p.get("first_bucket_mb") else f"buckets of {p['bucket_mb']} MB"
+        out.append(f"- {policy}: DDP over gloo, {buckets}, hook {hook}{extra}")
+    return out + [""]
+
+
+def accuracy_table(rates, runs):
+    """Time to the target accuracy, per link, fastest first (runs that evaluated)."""
+    mine = [r for r in runs if r["ok"] and r.get("evaluations")]
+    if not mine:
+        return []
+    target = next((r["accuracy_target"] for r in mine if "accuracy_target" in r), None)
+    out = [f"Time to {target} test accuracy (rank 0's training seconds, evaluations not counted):\n" if target
+           else "Test accuracy (no --accuracy target):\n",
+           "| link | run | iterations to target | seconds to target | x fastest | final test accuracy | evaluations |",
+           "|---|---|---|---|---|---|---|"]
+    for link in sorted({r["link"] for r in mine}, key=link_key(rates)):
+        here = [r for r in mine if r["link"] == link]
+        times = [r["seconds_to_accuracy"] for r in here if r.get("seconds_to_accuracy")]
+        fastest = min(times) if times else None
+        for r in sorted(here, key=lambda r: (r.get("seconds_to_accuracy") or math.inf, policy_key(r["policy"]))):
+            t = r.get("seconds_to_accuracy")
+            out.append(f"| {link} | {r['policy']} | {r.get('iterations_to_accuracy') or 'not reached'} | {fmt(t, 1)} "
+                       f"| {fmt(t / fastest if t and fastest else None)} | {fmt(r['test_accuracy'], 4)} "
+                       f"| {len(r['evaluations'])} |")
+    return out + [""]
 
 
 def gnuplot(script, **params):
@@ -197,7 +269,7 @@ def throughput_plot(root, rates, runs, model):
     mine = [r for r in runs if r["model"] == model and r["ok"]]
     # The synchronized policies first, then the compute-only runs (drawn dashed: the ceilings).
     defined = sorted({r["policy"] for r in mine} - set(POLICY_ORDER), key=policy_key)
-    columns = [p for p in POLICY_ORDER[len(COMPUTE):-1] + defined + ["ddp"] + COMPUTE if any(r["policy"] == p for r in mine)]
+    columns = [p for p in GRADSYNC_ORDER + defined + DDP_ORDER + COMPUTE if any(r["policy"] == p for r in mine)]
     links = sorted({r["link"] for r in mine}, key=link_key(rates))
     if not links:
         return None
@@ -249,8 +321,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dir")
     ap.add_argument("--timeline-link")
+    ap.add_argument("--accuracy", type=float, help="the target of time to accuracy (default: the sweep's --accuracy)")
     a = ap.parse_args()
-    rates, runs = analyse(a.dir)
+    rates, runs = analyse(a.dir, a.accuracy)
     os.makedirs(os.path.join(a.dir, "plots"), exist_ok=True)
     with open(os.path.join(a.dir, "results.json"), "w") as f:
         json.dump({"links": rates, "runs": runs}, f, indent=2)

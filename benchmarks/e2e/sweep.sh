@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end sweep: gradsync-train under mpirun and PyTorch DDP across network namespaces, over
 # links of several rates, next to compute-only runs of both; then report.py writes the JSON, the
-# markdown table and the plots. Run as root from anywhere; `sweep.sh --help` lists the options.
+# markdown table and the plots. With --accuracy: time to a test accuracy on Fashion-MNIST instead
+# (no compute-only runs). PyTorch runs on OpenBLAS, installed and checked by ../torch_blas.py.
+# Run as root from anywhere; `sweep.sh --help` lists the options.
 set -uo pipefail
 E2E_DIR=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$E2E_DIR/../.." && pwd)
@@ -10,6 +12,7 @@ source "$E2E_DIR/policies.sh"
 
 models=vgg11,resnet20 width=1 nodes=2 links=unlimited,10gbit,1gbit,300mbit policies=$ALL_POLICIES
 iterations=12 warmup=2 batch=32 threads=1 run_timeout=900 install=1 trace=0
+dataset=synthetic accuracy="" eval_every=0 eval_samples=0 lr=0.05 seed=1
 trainer=$REPO/build/default/trainer/gradsync-train out=$REPO/build/e2e/$(date +%Y%m%d-%H%M%S)
 
 usage() {
@@ -25,6 +28,15 @@ usage: sweep.sh [options]
   --iterations N     per run (default $iterations); the first --warmup are not counted
   --warmup N         (default $warmup)
   --batch N          per rank (default $batch); --threads N compute threads per rank (default $threads)
+  --lr LR            base learning rate of both trainers (default $lr; cosine schedule, 0.2 epochs
+                     of warm-up, momentum 0.9, weight decay 5e-4: gradsync-train's defaults)
+  --seed N           of both trainers (default $seed)
+  time to accuracy (the lossy comparison; no compute-only runs):
+  --accuracy A       report the training time until rank 0's test accuracy first reaches A
+                     (needs --dataset fashion-mnist and --eval-every)
+  --dataset D        synthetic (default: throughput) or fashion-mnist
+  --eval-every N     evaluate every N iterations (and at every epoch's end, on the whole test set)
+  --eval-samples N   those evaluations on the last N test samples only (default: all 10,000)
   --trainer PATH     gradsync-train (default build/default/trainer/gradsync-train)
   --out DIR          results (default build/e2e/<date>-<time>)
   --trace            also write gradsync-train --trace for every run
@@ -40,7 +52,8 @@ die() {
 
 while [ $# -gt 0 ]; do
   case $1 in
-    --models | --width | --nodes | --links | --policies | --iterations | --warmup | --batch | --threads | --trainer | --out | --run-timeout)
+    --models | --width | --nodes | --links | --policies | --iterations | --warmup | --batch | --threads | --trainer | --out | --run-timeout | \
+      --lr | --seed | --accuracy | --dataset | --eval-every | --eval-samples)
       [ $# -ge 2 ] || die "$1 needs a value"
       opt=${1#--}
       printf -v "${opt//-/_}" %s "$2"
@@ -63,12 +76,22 @@ while [ $# -gt 0 ]; do
 done
 
 # ---- check the input before touching the machine ----
-for n in nodes iterations warmup batch threads run_timeout; do
+for n in nodes iterations warmup batch threads run_timeout seed eval_every eval_samples; do
   [[ ${!n} =~ ^[0-9]+$ ]] || die "--${n//_/-} must be a whole number, got '${!n}'"
 done
 [ "$nodes" -ge 2 ] || die "--nodes must be at least 2"
 [ "$iterations" -gt "$warmup" ] || die "--iterations ($iterations) must exceed --warmup ($warmup)"
 [[ $width =~ ^[0-9]*\.?[0-9]+$ ]] || die "--width must be a positive number, got '$width'"
+[[ $lr =~ ^[0-9]*\.?[0-9]+([eE]-?[0-9]+)?$ ]] || die "--lr must be a positive number, got '$lr'"
+[[ $dataset == synthetic || $dataset == fashion-mnist ]] || die "unknown dataset '$dataset' (valid: synthetic, fashion-mnist)"
+if [ -n "$accuracy" ]; then
+  [[ $accuracy =~ ^0?\.[0-9]+$ ]] || die "--accuracy must be a fraction in (0, 1) such as 0.85, got '$accuracy'"
+  [ "$dataset" = fashion-mnist ] || die "--accuracy needs --dataset fashion-mnist (synthetic test accuracy means little)"
+  [ "$eval_every" -gt 0 ] || die "--accuracy needs --eval-every N (how often rank 0 evaluates)"
+fi
+[ "$eval_every" -eq 0 ] || [ "$dataset" = fashion-mnist ] || die "--eval-every needs --dataset fashion-mnist"
+no_eval=(--no-eval) # gradsync-train's: on synthetic data only the time counts
+[ "$dataset" = synthetic ] || no_eval=()
 IFS=, read -ra model_list <<<"$models"
 IFS=, read -ra link_list <<<"$links"
 IFS=, read -ra policy_list <<<"$policies"
@@ -81,7 +104,7 @@ done
 with_ddp=0
 for p in "${policy_list[@]}"; do
   [ -n "${POLICY_BITS[$p]:-}" ] || die "unknown policy '$p' (valid: ${!POLICY_BITS[*]})"
-  [ "$p" = ddp ] && with_ddp=1
+  [ -z "${DDP_HOOK[$p]:-}" ] || with_ddp=1
 done
 [ "$(id -u)" -eq 0 ] || die "network namespaces need root: run as root (sudo $0 ...)"
 [ -x "$trainer" ] || die "no gradsync-train at $trainer: build it (cmake --preset default && cmake --build build/default --target gradsync-train) or pass --trainer PATH"
@@ -97,8 +120,18 @@ for tool in ip tc mpirun /usr/bin/python3; do
 done
 if [ $with_ddp = 1 ]; then
   /usr/bin/python3 -c "import torch.distributed" 2>/dev/null ||
-    die "PyTorch is missing for the ddp policy: apt-get install python3-torch (or drop ddp from --policies)"
+    die "PyTorch is missing for the ddp policies: apt-get install python3-torch (or drop them from --policies)"
+  # OpenBLAS under PyTorch, checked (and installed unless --no-install) out here, where apt can
+  # reach the archive; its kernels' core type exported for the DDP ranks (../torch_blas.py)
+  no_install=()
+  [ $install = 1 ] || no_install=(--no-install)
+  /usr/bin/python3 "$E2E_DIR/../torch_blas.py" --threads "$threads" "${no_install[@]}" ||
+    die "PyTorch must run on OpenBLAS, not on the reference BLAS (see the line above)"
+  coretype=$(/usr/bin/python3 "$E2E_DIR/../torch_blas.py" --coretype) || die "torch_blas.py --coretype failed"
+  [ -z "$coretype" ] || export OPENBLAS_CORETYPE=$coretype
 fi
+[ "$dataset" != fashion-mnist ] || [ -s /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ] ||
+  die "Fashion-MNIST is missing: apt-get install dataset-fashion-mnist (scripts/setup.sh installs it)"
 
 mkdir -p "$out/raw" || die "cannot create $out"
 runs=$out/runs.jsonl
@@ -151,7 +184,7 @@ measure() {
   others=$(echo "$before $(machine_busy_seconds) $(topo_cpu_seconds)" |
     awk -v t="$took" 'NF == 4 {printf "%.2f", (($3 - $1) - ($4 - $2)) / t}')
   record model="$model" width="$width" nodes="$nodes" link="$link" policy="$policy" kind="$kind" \
-    bits="${POLICY_BITS[$policy]:-32}" warmup="$warmup" rc=$rc metrics="raw/$tag.json" log="raw/$tag.log" \
+    bits="${POLICY_BITS[$policy]:-32}" warmup="$warmup" accuracy="$accuracy" rc=$rc metrics="raw/$tag.json" log="raw/$tag.log" \
     samples="raw/$tag.link.tsv" seconds="$took" others_cores="$others"
   if [ $rc -eq 0 ] && [ -s "$out/raw/$tag.json" ]; then
     echo "  $tag: $(/usr/bin/python3 "$E2E_DIR/report.py" --median "$out/raw/$tag.json" "$warmup") s/iteration ($took s; other processes kept ${others:-?} cores busy)"
@@ -163,23 +196,25 @@ measure() {
 
 use_model() { # sets the model of the runs that follow, and the settings both trainers share
   model=$1
-  train=(--model "$model" --width "$width" --batch "$batch" --threads "$threads" --iterations "$iterations")
+  train=(--model "$model" --width "$width" --batch "$batch" --threads "$threads" --iterations "$iterations"
+    --lr "$lr" --seed "$seed" --dataset "$dataset")
+  [ "$eval_every" -eq 0 ] || train+=(--eval-every "$eval_every")
+  [ "$eval_samples" -eq 0 ] || train+=(--eval-samples "$eval_samples")
 }
 
 gradsync_run() { # tag link policy
   local tag=$1 extra=()
   [ $trace = 1 ] && extra=(--trace "$out/raw/$tag.trace.json")
   measure "$tag" "$2" "$3" gradsync topo_mpirun "$out/raw/$tag.log" -np "$nodes" --host "$(topo_hosts)" \
-    "$trainer" "${train[@]}" ${POLICY_FLAGS[$3]} --dataset synthetic --no-eval -q \
-    --metrics "$out/raw/$tag.json" "${extra[@]}"
+    "$trainer" "${train[@]}" ${POLICY_FLAGS[$3]} "${no_eval[@]}" -q --metrics "$out/raw/$tag.json" "${extra[@]}"
 }
 
 ddp_port=29500
-ddp_run() { # tag link
+ddp_run() { # tag link policy
   ddp_port=$((ddp_port + 1)) # a fresh port: the last run's may still be in TIME_WAIT
-  measure "$1" "$2" ddp ddp topo_on_each_node "$out/raw/$1.log" env RANK=%RANK% WORLD_SIZE="$nodes" \
+  measure "$1" "$2" "$3" ddp topo_on_each_node "$out/raw/$1.log" env RANK=%RANK% WORLD_SIZE="$nodes" \
     MASTER_ADDR="$(topo_addr 0)" MASTER_PORT=$ddp_port GLOO_SOCKET_IFNAME=eth0 \
-    /usr/bin/python3 "$E2E_DIR/ddp.py" "${train[@]}" --metrics "$out/raw/$1.json"
+    /usr/bin/python3 "$E2E_DIR/ddp.py" "${train[@]}" --hook "${DDP_HOOK[$3]}" --metrics "$out/raw/$1.json"
 }
 
 # Compute only, before each model's runs on each link (the machine's load drifts: the bound must
@@ -188,7 +223,7 @@ ddp_run() { # tag link
 # shaped links also with line-rate traffic: the compute the cores leave at that link's rate.
 compute_runs() { # link
   local tag=$model.$1.compute
-  local compute=("$trainer" "${train[@]}" --ranks 1 --sync local --dataset synthetic --no-eval -q)
+  local compute=("$trainer" "${train[@]}" --ranks 1 --sync local --no-eval -q)
   measure "$tag" "$1" compute gradsync topo_on_each_node "$out/raw/$tag.log" "${compute[@]}" \
     --metrics "$out/raw/$tag.rank%RANK%.json"
   if [ "$1" != unlimited ]; then # the same while the links carry line-rate TCP (topo_traffic_start)
@@ -207,7 +242,7 @@ compute_runs() { # link
 # The sweep itself; one function, so that bash has read all of it before it starts: editing or
 # checking out this file during a sweep (hours) cannot change what the running sweep does.
 main() {
-  echo "sweep: $nodes nodes ($TOPO_ID), models $models x$width, links $links, policies $policies, $iterations iterations ($warmup warm-up), results in $out"
+  echo "sweep: $nodes nodes ($TOPO_ID), models $models x$width, links $links, policies $policies, $iterations iterations ($warmup warm-up), $dataset${accuracy:+, time to $accuracy test accuracy}, results in $out"
   for link in "${link_list[@]}"; do
     topo_shape all "$link"
     bps=$(topo_linkspeed 0 1 1)
@@ -215,10 +250,10 @@ main() {
     echo "link $link: one TCP stream carries $(awk -v b="${bps:-0}" 'BEGIN {printf "%.2f", b / 1e9}') Gbit/s"
     for m in "${model_list[@]}"; do
       use_model "$m"
-      compute_runs "$link"
+      [ -n "$accuracy" ] || compute_runs "$link"
       for policy in "${policy_list[@]}"; do
-        if [ "$policy" = ddp ]; then
-          ddp_run "$model.$link.ddp" "$link"
+        if [ -n "${DDP_HOOK[$policy]:-}" ]; then
+          ddp_run "$model.$link.$policy" "$link" "$policy"
         else
           gradsync_run "$model.$link.$policy" "$link" "$policy"
         fi
@@ -227,7 +262,7 @@ main() {
   done
   topo_destroy
 
-  /usr/bin/python3 "$E2E_DIR/report.py" "$out" || die "report.py failed on $out"
+  /usr/bin/python3 "$E2E_DIR/report.py" "$out" ${accuracy:+--accuracy "$accuracy"} || die "report.py failed on $out"
   [ $failed -eq 0 ] || die "$failed run(s) failed: their logs are in $out/raw"
 }
 

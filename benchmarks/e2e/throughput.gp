@@ -13,5 +13,9 @@ set yrange [0:*]
 set offsets 0, 0, graph 0.08, 0  # room above the highest line
 set grid
 set key outside right
-plot for [i=3:2+npolicies] datafile using 2:i:xtic(1) with linespoints lw 2 pt 7 title columnheader(i), \
-     for [i=3+npolicies:ncols] datafile using 2:i with lines dt 2 lw 2 title columnheader(i)
+if (ncols > 2 + npolicies) {
+  plot for [i=3:2+npolicies] datafile using 2:i:xtic(1) with linespoints lw 2 pt 7 title columnheader(i), \
+       for [i=3+npolicies:ncols] datafile using 2:i with lines dt 2 lw 2 title columnheader(i)
+} else {  # no compute-only runs (sweep.sh --accuracy)
+  plot for [i=3:2+npolicies] datafile using 2:i:xtic(1) with linespoints lw 2 pt 7 title columnheader(i)
+}

@@ -1,7 +1,8 @@
 // Forward+backward time per batch of this trainer next to PyTorch (Debian's python3-torch, oneDNN)
 // on the same models and shapes: vgg11 and resnet20 on 1x28x28, batch 32, one thread by default.
-// The PyTorch side is trainer_vs_pytorch.py, run in the same invocation; without PyTorch the
-// trainer's figures are still printed.
+// The PyTorch side is trainer_vs_pytorch.py, run in the same invocation on OpenBLAS (it installs
+// and checks it: ../torch_blas.py, whose line heads the output); without PyTorch the trainer's
+// figures are still printed.
 //
 //   trainer_vs_pytorch [--batch 32] [--threads 1] [--reps 10] [--models vgg11,resnet20] [--python /usr/bin/python3]
 #include <algorithm>
@@ -77,7 +78,8 @@ std::map<std::string, Timing> time_pytorch(const std::string& python, const std:
     std::istringstream in(line.data());
     std::string name;
     Timing t;
-    if (in >> name >> t.wall >> t.cpu) out[name] = t;
+    if (line[0] == '#') std::fputs(line.data(), stdout);  // the PyTorch side's version and BLAS, for the table
+    else if (in >> name >> t.wall >> t.cpu) out[name] = t;
     else std::fputs(line.data(), stderr);
   }
   if (pclose(p) != 0) std::fprintf(stderr, "note: the PyTorch side failed (is python3-torch installed?)\n");

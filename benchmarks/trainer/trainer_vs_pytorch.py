@@ -1,18 +1,39 @@
 """PyTorch side of trainer_vs_pytorch: the same vgg11 / resnet20 as gradsync's trainer
-(trainer/src/models.cpp, at any --width) on 1x28x28, forward + cross-entropy + backward, best seconds per batch.
-Prints one "name wall_seconds cpu_seconds" line per model (process CPU time: robust on a shared machine)."""
+(trainer/src/models.cpp, at any --width, initialized alike) on 1x28x28, forward + cross-entropy + backward, best
+seconds per batch. Prints one "name wall_seconds cpu_seconds" line per model (process CPU time: robust on a
+shared machine), after a "# PyTorch ..., <BLAS> ..." line (../torch_blas.py)."""
 import argparse
 import math
+import os
+import sys
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import torch_blas  # noqa: E402
+
 
 def scaled(base, width):
     """Channels at a width multiplier, rounded as the trainer's Builder::scaled (std::lround, at least 1)."""
     return max(1, math.floor(base * width + 0.5))
+
+
+def init_like_trainer(model):
+    """gradsync's initialization (trainer/src/conv.cpp, layers.cpp): convolutions Kaiming-normal
+    (fan out), linear weights normal with std 1/sqrt(in), biases zero; batch norm as torch's."""
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d):
+            nn.init.normal_(m.weight, 0.0, math.sqrt(2.0 / (m.out_channels * m.kernel_size[0] * m.kernel_size[1])))
+        elif isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, 0.0, 1.0 / math.sqrt(m.in_features))
+        else:
+            continue
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)
+    return model
 
 
 def vgg11(classes=10, size=28, width=1.0, channels=1):
@@ -27,8 +48,9 @@ def vgg11(classes=10, size=28, width=1.0, channels=1):
         layers += [nn.Conv2d(c, v, 3, padding=1), nn.ReLU(inplace=True)]
         c = v
     hidden = scaled(4096, width)
-    return nn.Sequential(*layers, nn.Flatten(), nn.Linear(c * h * h, hidden), nn.ReLU(True), nn.Dropout(0.5),
-                         nn.Linear(hidden, hidden), nn.ReLU(True), nn.Dropout(0.5), nn.Linear(hidden, classes))
+    return init_like_trainer(nn.Sequential(*layers, nn.Flatten(), nn.Linear(c * h * h, hidden), nn.ReLU(True),
+                                           nn.Dropout(0.5), nn.Linear(hidden, hidden), nn.ReLU(True), nn.Dropout(0.5),
+                                           nn.Linear(hidden, classes)))
 
 
 class Block(nn.Module):
@@ -54,7 +76,7 @@ def resnet20(classes=10, channels=1, width=1.0):
         for i in range(3):
             layers.append(Block(c, planes, 2 if i == 0 and stage > 0 else 1))
             c = planes
-    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, classes))
+    return init_like_trainer(nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, classes)))
 
 
 def main():
@@ -64,7 +86,9 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--reps", type=int, default=10)
     a = ap.parse_args()
-    torch.set_num_threads(a.threads)
+    # OpenBLAS, not the reference BLAS, with its threads set (installs it when missing): read by
+    # trainer_vs_pytorch.cpp, which prints '#' lines above its table
+    print("#", torch_blas.summary(torch_blas.require(a.threads)), flush=True)
     torch.manual_seed(1)
     for name in a.models.split(","):
         model = {"vgg11": vgg11, "resnet20": resnet20}[name]()
