@@ -68,4 +68,27 @@ inline std::vector<float> residual_for(const gradsync::codec::AnyCodec& c, std::
   return c.needs_residual() ? test_util::gaussian(n, 5, 0.1f) : std::vector<float>{};
 }
 
+/// One case (a codec, a unit size) and the host codec's answers for it: encode `v` with the
+/// residual `r0`; decode and decode_add `wire` onto `base`; the owner step of `wire` into `base`
+/// with the residual `r0`, summing (means[0] = 1) and averaging over 3 ranks (means[1]).
+struct Expected {
+  static constexpr std::uint32_t means[2] = {1, 3};
+  gradsync::codec::EncodeContext ctx{.seed = 7, .iteration = 4, .unit = 3, .stream = 2};
+  std::vector<float> v, r0, base;
+  std::vector<std::byte> wire;
+  std::vector<float> residual, decoded, summed;
+  Step steps[2];
+
+  Expected(const gradsync::codec::AnyCodec& c, std::size_t n)
+      : v(inputs(n, unsigned(n) + 1)), r0(residual_for(c, n)), base(test_util::gaussian(n, 13)), residual(r0) {
+    auto hctx = ctx;
+    hctx.residual = residual;
+    wire = test_util::encode(c, v, hctx);
+    decoded = test_util::decode(c, wire, n);
+    summed = base;
+    c.decode_add(wire, summed);
+    for (int m = 0; m < 2; ++m) steps[m] = host_step(c, wire, base, r0, ctx, means[m]);
+  }
+};
+
 }  // namespace device_cases

@@ -67,56 +67,44 @@ TEST_CASE("Device encode, decode, decode_add and decode_add_encode give the host
       for (const Layout& layout : layouts) {
         CAPTURE(name, n, layout.name);
         const auto c = AnyCodec::parse(name);
-        const auto v = device_cases::inputs(n, unsigned(n) + 1);
-        const auto r0 = device_cases::residual_for(c, n);
-        const EncodeContext ctx{.seed = 7, .iteration = 4, .unit = 3, .stream = 2};
+        const device_cases::Expected want(c, n);
 
-        auto host_residual = r0;
-        auto hctx = ctx;
-        hctx.residual = host_residual;
-        const auto host = test_util::encode(c, v, hctx);
-        Device<float> d_in(v, layout.floats), d_res(r0, layout.floats);
+        Device<float> d_in(want.v, layout.floats), d_res(want.r0, layout.floats);
         Device<std::byte> d_wire(std::vector<std::byte>(c.encoded_bytes(n), std::byte{0x5a}), layout.wire);
-        auto dctx = ctx;
-        dctx.residual = d_res.span();
-        REQUIRE(gradsync::cuda::encode(c, d_in.span(), d_wire.span(), dctx, stream.s) == host.size());
+        auto ctx = want.ctx;
+        ctx.residual = d_res.span();
+        REQUIRE(gradsync::cuda::encode(c, d_in.span(), d_wire.span(), ctx, stream.s) == want.wire.size());
         check(cudaStreamSynchronize(stream.s), "cudaStreamSynchronize");
-        CHECK(d_wire.host() == host);
-        CHECK(same_bits(d_res.host(), host_residual));
+        CHECK(d_wire.host() == want.wire);
+        CHECK(same_bits(d_res.host(), want.residual));
 
-        // The host's bytes decoded on the device, with and without a status.
-        const auto base = test_util::gaussian(n, 13);
-        auto want_sum = base;
-        c.decode_add(host, want_sum);
-        const auto want = test_util::decode(c, host, n);
-        Device<std::byte> d_host(host, layout.wire);
-        Device<float> d_out(base, layout.floats), d_sum(base, layout.floats);
+        // The host's bytes decoded on the device, without a status (it throws at once) and with one.
+        Device<std::byte> d_host(want.wire, layout.wire);
+        Device<float> d_out(want.base, layout.floats), d_sum(want.base, layout.floats);
         gradsync::cuda::decode(c, d_host.span(), d_out.span(), stream.s);
         gradsync::cuda::decode_add(c, d_host.span(), d_sum.span(), stream.s);
-        CHECK(same_bits(d_out.host(), want));
-        CHECK(same_bits(d_sum.host(), want_sum));
-        Device<float> a_out(base, layout.floats), a_sum(base, layout.floats);
+        CHECK(same_bits(d_out.host(), want.decoded));
+        CHECK(same_bits(d_sum.host(), want.summed));
+        Device<float> a_out(want.base, layout.floats), a_sum(want.base, layout.floats);
         gradsync::cuda::decode(c, d_host.span(), a_out.span(), status, stream.s);
         gradsync::cuda::decode_add(c, d_host.span(), a_sum.span(), status, stream.s);
         status.check(stream.s);
-        CHECK(same_bits(a_out.host(), want));
-        CHECK(same_bits(a_sum.host(), want_sum));
+        CHECK(same_bits(a_out.host(), want.decoded));
+        CHECK(same_bits(a_sum.host(), want.summed));
 
         // The owner step: a sum, and a mean over 3 ranks.
-        for (const std::uint32_t mean_of : {1u, 3u}) {
-          CAPTURE(mean_of);
-          const auto step = device_cases::host_step(c, host, base, r0, ctx, mean_of);
-          Device<float> d_acc(base, layout.floats), d_e(r0, layout.floats);
+        for (int m = 0; m < 2; ++m) {
+          CAPTURE(want.means[m]);
+          Device<float> d_acc(want.base, layout.floats), d_e(want.r0, layout.floats);
           Device<std::byte> d_sent(std::vector<std::byte>(c.encoded_bytes(n)), layout.wire);
-          auto rctx = ctx;
-          rctx.residual = d_e.span();
-          const std::size_t bytes = gradsync::cuda::decode_add_encode(c, d_host.span(), d_acc.span(), d_sent.span(), rctx,
-                                                                      status, stream.s, mean_of);
+          ctx.residual = d_e.span();
+          const std::size_t bytes = gradsync::cuda::decode_add_encode(c, d_host.span(), d_acc.span(), d_sent.span(), ctx,
+                                                                      status, stream.s, want.means[m]);
           status.check(stream.s);
-          REQUIRE(bytes == step.wire.size());
-          CHECK(d_sent.host() == step.wire);
-          CHECK(same_bits(d_acc.host(), step.acc));
-          CHECK(same_bits(d_e.host(), step.residual));
+          REQUIRE(bytes == want.steps[m].wire.size());
+          CHECK(d_sent.host() == want.steps[m].wire);
+          CHECK(same_bits(d_acc.host(), want.steps[m].acc));
+          CHECK(same_bits(d_e.host(), want.steps[m].residual));
         }
       }
 }

@@ -278,48 +278,34 @@ TEST_CASE("The device kernels' steps give the host codecs' bytes, residuals and 
       for (const Layout& layout : layouts) {
         CAPTURE(name, n, layout.name);
         const auto c = gc::AnyCodec::parse(name);
-        const auto v = device_cases::inputs(n, unsigned(n) + 1);
-        const auto r0 = device_cases::residual_for(c, n);
-        const gc::EncodeContext ctx{.seed = 7, .iteration = 4, .unit = 3, .stream = 2};
+        const device_cases::Expected want(c, n);
 
-        // encode
-        auto host_residual = r0;
-        auto hctx = ctx;
-        hctx.residual = host_residual;
-        const auto host = test_util::encode(c, v, hctx);
-        Buffer<float> in(v, layout.floats), residual(r0, layout.floats);
+        Buffer<float> in(want.v, layout.floats), residual(want.r0, layout.floats);
         Buffer<std::byte> wire(std::vector<std::byte>(c.encoded_bytes(n)), layout.wire);
-        auto dctx = ctx;
-        dctx.residual = residual.span();
-        REQUIRE(twin<Op::encode>(c, {.in = in.span(), .wire_out = wire.span(), .ctx = &dctx}) == host.size());
-        CHECK(wire.host() == host);
-        CHECK(same_bits(residual.host(), host_residual));
+        auto ctx = want.ctx;
+        ctx.residual = residual.span();
+        REQUIRE(twin<Op::encode>(c, {.in = in.span(), .wire_out = wire.span(), .ctx = &ctx}) == want.wire.size());
+        CHECK(wire.host() == want.wire);
+        CHECK(same_bits(residual.host(), want.residual));
 
-        // decode and decode_add of the host's bytes
-        const auto base = test_util::gaussian(n, 13);
-        Buffer<std::byte> received(host, layout.wire);
-        Buffer<float> out(base, layout.floats), acc(base, layout.floats);
+        Buffer<std::byte> received(want.wire, layout.wire);
+        Buffer<float> out(want.base, layout.floats), sum(want.base, layout.floats);
         twin<Op::decode>(c, {.acc = out.span(), .wire_in = received.span()});
-        twin<Op::decode_add>(c, {.acc = acc.span(), .wire_in = received.span()});
-        auto want = base;
-        c.decode_add(host, want);
-        CHECK(same_bits(out.host(), test_util::decode(c, host, n)));
-        CHECK(same_bits(acc.host(), want));
+        twin<Op::decode_add>(c, {.acc = sum.span(), .wire_in = received.span()});
+        CHECK(same_bits(out.host(), want.decoded));
+        CHECK(same_bits(sum.host(), want.summed));
 
-        // decode_add_encode: the owner step, summing and averaging over 3 ranks
-        for (const std::uint32_t mean_of : {1u, 3u}) {
-          CAPTURE(mean_of);
-          const auto step = device_cases::host_step(c, host, base, r0, ctx, mean_of);
-          Buffer<float> sum(base, layout.floats), e(r0, layout.floats);
+        for (int m = 0; m < 2; ++m) {
+          CAPTURE(want.means[m]);
+          Buffer<float> acc(want.base, layout.floats), e(want.r0, layout.floats);
           Buffer<std::byte> sent(std::vector<std::byte>(c.encoded_bytes(n)), layout.wire);
-          auto rctx = ctx;
-          rctx.residual = e.span();
-          const std::size_t bytes = twin<Op::reduce>(c, {.acc = sum.span(), .wire_in = received.span(), .wire_out = sent.span(),
-                                                         .ctx = &rctx, .divisor = float(mean_of)});
-          REQUIRE(bytes == step.wire.size());
-          CHECK(sent.host() == step.wire);
-          CHECK(same_bits(sum.host(), step.acc));
-          CHECK(same_bits(e.host(), step.residual));
+          ctx.residual = e.span();
+          const std::size_t bytes = twin<Op::reduce>(
+              c, {.acc = acc.span(), .wire_in = received.span(), .wire_out = sent.span(), .ctx = &ctx, .divisor = float(want.means[m])});
+          REQUIRE(bytes == want.steps[m].wire.size());
+          CHECK(sent.host() == want.steps[m].wire);
+          CHECK(same_bits(acc.host(), want.steps[m].acc));
+          CHECK(same_bits(e.host(), want.steps[m].residual));
         }
       }
 }

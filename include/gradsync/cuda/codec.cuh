@@ -122,7 +122,8 @@ void decode_add(const C& codec, std::span<const std::byte> wire, std::span<float
 /// decode(wire_in), acc /= mean_of (finish_mean; 1: a sum), wire_out = encode(acc, ctx) with the
 /// residual in ctx as encode uses it, and for a lossy codec acc = decode(wire_out) (encode_final:
 /// every rank ends with the same values). Returns the wire size. Asynchronous; a bad wire_in
-/// leaves acc, wire_out and the residual untouched and is reported by status.check().
+/// leaves acc, wire_out and the residual untouched and is reported by status.check(). wire_in
+/// and wire_out must not overlap.
 template <codec::Codec C>
 std::size_t decode_add_encode(const C& codec, std::span<const std::byte> wire_in, std::span<float> acc,
                               std::span<std::byte> wire_out, const codec::EncodeContext& ctx, WireStatus& status,

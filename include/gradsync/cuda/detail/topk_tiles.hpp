@@ -90,20 +90,24 @@ struct TopKTiles {
   static std::size_t tiles(std::size_t n) { return (n + topk_tile - 1) / topk_tile; }
   GRADSYNC_HD std::size_t first(std::size_t tile, unsigned t) const { return tile * topk_tile + std::size_t{t} * topk_per_thread; }
 
+  /// f(i, x) for each quad of thread t's elements: i its first element, x its values.
+  template <class F>
+  GRADSYNC_HD void each_quad(std::size_t tile, unsigned t, F&& f) const {
+    for (std::size_t i = first(tile, t); i < first(tile, t) + topk_per_thread && i < n; i += 4) {
+      float x[4];
+      load_quad(v, i, n, vector, x);
+      f(i, x);
+    }
+  }
   /// (above << 32) | equal: thread t's elements above the key and equal to it.
   GRADSYNC_HD unsigned long long count(std::size_t tile, unsigned t, std::uint32_t key) const {
     unsigned long long above = 0, equal = 0;
-    for (std::size_t q = 0; q < topk_per_thread; q += 4) {
-      const std::size_t i = first(tile, t) + q;
-      if (i >= n) break;
-      float x[4];
-      load_quad(v, i, n, vector, x);
+    each_quad(tile, t, [&](std::size_t i, const float* x) {
       for (std::size_t c = 0; c < 4 && i + c < n; ++c) {
-        const std::uint32_t a = codec::detail::magnitude_bits(x[c]);
-        above += a > key;
-        equal += a == key;
+        above += codec::detail::magnitude_bits(x[c]) > key;
+        equal += codec::detail::magnitude_bits(x[c]) == key;
       }
-    }
+    });
     return above << 32 | equal;
   }
   /// Writes thread t's kept elements: `before` is count()'s sum over all earlier elements, so an
@@ -112,11 +116,7 @@ struct TopKTiles {
                          unsigned long long before) const {
     std::size_t above = before >> 32, equal = before & 0xffffffffu;
     const codec::detail::TopKPut put{v, residual, payload, k};
-    for (std::size_t q = 0; q < topk_per_thread; q += 4) {
-      const std::size_t i = first(tile, t) + q;
-      if (i >= n) break;
-      float x[4];
-      load_quad(v, i, n, vector, x);
+    each_quad(tile, t, [&](std::size_t i, float* x) {
       for (std::size_t c = 0; c < 4 && i + c < n; ++c) {
         const std::uint32_t a = codec::detail::magnitude_bits(x[c]);
         const bool kept = a > key || (a == key && equal < ties);
@@ -126,7 +126,7 @@ struct TopKTiles {
         if (!kept) x[c] = 0.0f;
       }
       if (acc) store_quad(acc, i, n, vector, x);
-    }
+    });
   }
 };
 
