@@ -1,106 +1,222 @@
 // Device codecs against the host codecs on the same inputs and seeds: byte-identical wire forms,
 // identical residuals, identical decodes either way (a CUDA rank and a host rank interoperate),
-// and the same rejections of bad payloads. Needs a GPU (registered by GRADSYNC_GPU_TESTS).
+// the collectives' owner step (decode_add_encode) as the host does it, and the host's rejections
+// of bad payloads - at once (a decode without a status) or through a WireStatus, with the output
+// untouched. Every buffer layout: 16-byte aligned, floats off by 4 bytes, wire off by 4 bytes.
+// Needs a GPU (registered by GRADSYNC_GPU_TESTS); tests/cuda/test_host_twins.cpp runs the same
+// cases through the kernels' host twins everywhere.
 #include <catch2/catch.hpp>
 
 #include <gradsync/cuda/codec.cuh>
-#include "codec/test_util.hpp"
+
+#include "device_cases.hpp"
 
 using namespace gradsync::codec;
+using device_cases::same_bits;
+using gradsync::cuda::check;
 
 namespace {
+/// A device copy of a host vector, `skew` elements past a 16-byte boundary.
 template <class T>
-struct Device {  // a device copy of a host vector
-  T* p = nullptr;
+struct Device {
+  T* base = nullptr;
+  T* p;
   std::size_t n;
-  explicit Device(const std::vector<T>& h) : n(h.size()) {
-    gradsync::cuda::check(cudaMalloc(&p, n * sizeof(T) + 1), "cudaMalloc");
-    gradsync::cuda::check(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
+  explicit Device(const std::vector<T>& h, std::size_t skew = 0) : n(h.size()) {
+    check(cudaMalloc(&base, (n + skew) * sizeof(T) + 64), "cudaMalloc");
+    p = base + skew;
+    check(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy");
   }
   Device(const Device&) = delete;
-  ~Device() { cudaFree(p); }
+  ~Device() { cudaFree(base); }
   std::span<T> span() const { return {p, n}; }
   std::vector<T> host() const {
     std::vector<T> h(n);
-    gradsync::cuda::check(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy");
+    check(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy");
     return h;
   }
 };
 
-std::vector<float> inputs(std::size_t n, unsigned seed) {
-  auto v = test_util::gaussian(n, seed);
-  for (std::size_t i = 0; i < n; i += 97) v[i] = 0.0f;
-  for (std::size_t i = 0; i < 700 && i < n; ++i) v[i] = 0.0f;  // a zero bucket
-  for (std::size_t i = 1000; i < n; i += 151) v[i] = (i % 2 ? -2.6f : 2.6f);  // top-k ties
-  return v;
-}
+struct Layout {
+  std::size_t floats, wire;  // elements past 16-byte alignment
+  const char* name;
+};
+constexpr Layout layouts[] = {{0, 0, "aligned"}, {1, 0, "floats off by 4 bytes"}, {0, 4, "wire off by 4 bytes"}};
 
-const char* const codecs[] = {"fp32", "fp16", "bf16", "qsgd2", "qsgd4", "qsgd8", "qsgd16", "qsgd8:norm=l2",
-                              "qsgd4:bucket=1024:norm=l2", "onebit", "topk:0.01", "topk:0.3", "ef+fp16",
-                              "ef+qsgd4", "ef+qsgd2:norm=l2"};
+struct Stream {
+  cudaStream_t s = nullptr;
+  Stream() { check(cudaStreamCreate(&s), "cudaStreamCreate"); }
+  ~Stream() { cudaStreamDestroy(s); }
+};
+
+std::string host_error(const AnyCodec& c, const std::vector<std::byte>& wire, std::size_t n) {
+  try {
+    test_util::decode(c, wire, n);
+  } catch (const gradsync::WireError& e) {
+    return e.what();
+  }
+  return {};
+}
 }  // namespace
 
-TEST_CASE("Device encode gives the host's bytes and residual", "[gpu][codec]") {
-  for (const char* name : codecs)
-    for (const char* bypass : {"", ":bypass=0"})
-      for (std::size_t n : {1000u, 100'003u}) {
-        const std::string text = std::string(name) + (std::string(name) == "fp32" ? "" : bypass);
-        CAPTURE(text, n);
-        const auto c = AnyCodec::parse(text);
-        const auto v = inputs(n, unsigned(n));
-        const EncodeContext ctx{.seed = 7, .iteration = 4, .unit = 3, .stream = 2};
-        std::vector<float> residual = c.needs_residual() ? test_util::gaussian(n, 5, 0.1f) : std::vector<float>{};
-        Device<float> d_in(v), d_res(residual);
-        Device<std::byte> d_wire(std::vector<std::byte>(c.encoded_bytes(n)));
-        auto dctx = ctx;
-        dctx.residual = d_res.span().first(residual.size());
-        const std::size_t dev_bytes = gradsync::cuda::encode(c, d_in.span(), d_wire.span(), dctx);
-        auto hctx = ctx;
-        hctx.residual = residual;
-        const auto host = test_util::encode(c, v, hctx);
-        REQUIRE(dev_bytes == host.size());
-        auto dev = d_wire.host();
-        dev.resize(dev_bytes);
-        CHECK(dev == host);
-        CHECK(d_res.host() == residual);
+TEST_CASE("Device encode, decode, decode_add and decode_add_encode give the host codecs' results", "[gpu][codec]") {
+  const Stream stream;
+  gradsync::cuda::WireStatus status(stream.s);
+  for (const char* name : device_cases::codecs)
+    for (const std::size_t n : device_cases::sizes)
+      for (const Layout& layout : layouts) {
+        CAPTURE(name, n, layout.name);
+        const auto c = AnyCodec::parse(name);
+        const device_cases::Expected want(c, n);
 
-        // Host decodes the device's wire, the device decodes the host's: the same floats.
-        const auto host_decoded = test_util::decode(c, dev, n);
-        Device<float> d_out(std::vector<float>(n, 1.0f));
-        gradsync::cuda::decode(c, d_wire.span().first(dev_bytes), d_out.span());
-        CHECK(d_out.host() == host_decoded);
-        Device<float> d_acc(v);
-        gradsync::cuda::decode_add(c, d_wire.span().first(dev_bytes), d_acc.span());
-        auto acc = v;
-        c.decode_add(host, acc);
-        CHECK(d_acc.host() == acc);
+        Device<float> d_in(want.v, layout.floats), d_res(want.r0, layout.floats);
+        Device<std::byte> d_wire(std::vector<std::byte>(c.encoded_bytes(n), std::byte{0x5a}), layout.wire);
+        auto ctx = want.ctx;
+        ctx.residual = d_res.span();
+        REQUIRE(gradsync::cuda::encode(c, d_in.span(), d_wire.span(), ctx, stream.s) == want.wire.size());
+        check(cudaStreamSynchronize(stream.s), "cudaStreamSynchronize");
+        CHECK(d_wire.host() == want.wire);
+        CHECK(same_bits(d_res.host(), want.residual));
+
+        // The host's bytes decoded on the device, without a status (it throws at once) and with one.
+        Device<std::byte> d_host(want.wire, layout.wire);
+        Device<float> d_out(want.base, layout.floats), d_sum(want.base, layout.floats);
+        gradsync::cuda::decode(c, d_host.span(), d_out.span(), stream.s);
+        gradsync::cuda::decode_add(c, d_host.span(), d_sum.span(), stream.s);
+        CHECK(same_bits(d_out.host(), want.decoded));
+        CHECK(same_bits(d_sum.host(), want.summed));
+        Device<float> a_out(want.base, layout.floats), a_sum(want.base, layout.floats);
+        gradsync::cuda::decode(c, d_host.span(), a_out.span(), status, stream.s);
+        gradsync::cuda::decode_add(c, d_host.span(), a_sum.span(), status, stream.s);
+        status.check(stream.s);
+        CHECK(same_bits(a_out.host(), want.decoded));
+        CHECK(same_bits(a_sum.host(), want.summed));
+
+        // The owner step: a sum, and a mean over 3 ranks.
+        for (int m = 0; m < 2; ++m) {
+          CAPTURE(want.means[m]);
+          Device<float> d_acc(want.base, layout.floats), d_e(want.r0, layout.floats);
+          Device<std::byte> d_sent(std::vector<std::byte>(c.encoded_bytes(n)), layout.wire);
+          ctx.residual = d_e.span();
+          const std::size_t bytes = gradsync::cuda::decode_add_encode(c, d_host.span(), d_acc.span(), d_sent.span(), ctx,
+                                                                      status, stream.s, want.means[m]);
+          status.check(stream.s);
+          REQUIRE(bytes == want.steps[m].wire.size());
+          CHECK(d_sent.host() == want.steps[m].wire);
+          CHECK(same_bits(d_acc.host(), want.steps[m].acc));
+          CHECK(same_bits(d_e.host(), want.steps[m].residual));
+        }
       }
 }
 
-TEST_CASE("Device decode rejects what the host rejects", "[gpu][codec]") {
-  const std::size_t n = 50'000;
-  const auto v = inputs(n, 3);
-  for (const char* name : {"fp32", "qsgd4", "topk:0.01"}) {
+TEST_CASE("Device codecs on a 4M-element unit (every grid-stride loop turns) give the host's bytes", "[gpu][codec]") {
+  const std::size_t n = std::size_t{1} << 22;
+  const auto v = device_cases::inputs(n, 21);
+  for (const char* name : {"fp16", "qsgd8", "qsgd4", "onebit", "topk:0.01"}) {
     CAPTURE(name);
     const auto c = AnyCodec::parse(name);
-    auto wire = test_util::encode(c, v);
-    Device<float> d_out{std::vector<float>(n)};
-    {
-      Device<std::byte> d(std::vector<std::byte>(wire.begin(), wire.end() - 1));  // truncated
-      CHECK_THROWS_AS(gradsync::cuda::decode(c, d.span(), d_out.span()), gradsync::WireError);
-    }
-    {
-      auto bad = wire;
-      bad[3] = std::byte{99};  // codec id
-      Device<std::byte> d(bad);
-      CHECK_THROWS_AS(gradsync::cuda::decode(c, d.span(), d_out.span()), gradsync::WireError);
-    }
+    auto residual = device_cases::residual_for(c, n);
+    const Device<float> d_in(v), d_res(residual);
+    Device<std::byte> d_wire(std::vector<std::byte>(c.encoded_bytes(n)));
+    const auto host = test_util::encode(c, v, {.seed = 3, .residual = residual});
+    const std::size_t bytes = gradsync::cuda::encode(c, d_in.span(), d_wire.span(), {.seed = 3, .residual = d_res.span()});
+    REQUIRE(bytes == host.size());
+    CHECK(d_wire.host() == host);
+    CHECK(same_bits(d_res.host(), residual));
+    Device<float> d_sum(v);
+    gradsync::cuda::decode_add(c, d_wire.span(), d_sum.span());
+    auto sum = v;
+    c.decode_add(host, sum);
+    CHECK(same_bits(d_sum.host(), sum));
   }
-  const auto c = AnyCodec::parse("topk:0.01");
-  auto wire = test_util::encode(c, v);
-  gradsync::codec::detail::store(wire.data() + header_bytes + 8, std::uint32_t{0});  // third index not ascending
-  Device<std::byte> d(wire);
-  Device<float> d_out(std::vector<float>(n, 2.0f));
-  CHECK_THROWS_WITH(gradsync::cuda::decode(c, d.span(), d_out.span()), Catch::Contains("position 2"));
-  CHECK(d_out.host() == std::vector<float>(n, 2.0f));  // untouched
+}
+
+TEST_CASE("Device top-k keeps the host's set on ties, zeros and equal values", "[gpu][codec]") {
+  const std::size_t n = 20'011;
+  std::vector<std::vector<float>> cases{std::vector<float>(n, 0.0f), std::vector<float>(n, 1.5f),
+                                        std::vector<float>(n, -0.0f)};
+  cases.emplace_back(n);
+  for (std::size_t i = 0; i < n; ++i) cases.back()[i] = i % 3 == 0 ? -1.0f : i % 3 == 1 ? 1.0f : 0.5f;
+  for (const float ratio : {0.001f, 0.01f, 0.5f, 1.0f})
+    for (const auto& v : cases) {
+      CAPTURE(ratio, v[0], v[1]);
+      const AnyCodec c = TopK{.ratio = ratio};
+      const Device<float> d_in(v);
+      Device<std::byte> d_wire(std::vector<std::byte>(c.encoded_bytes(n)));
+      gradsync::cuda::encode(c, d_in.span(), d_wire.span());
+      CHECK(d_wire.host() == test_util::encode(c, v));
+    }
+}
+
+TEST_CASE("A bad device wire form gives the host's WireError and touches nothing", "[gpu][codec]") {
+  const std::size_t n = 50'000;
+  const auto v = device_cases::inputs(n, 3);
+  const Stream stream;
+  gradsync::cuda::WireStatus status(stream.s);
+  for (const char* name : device_cases::codecs) {
+    CAPTURE(name);
+    const auto c = AnyCodec::parse(name);
+    auto r = device_cases::residual_for(c, n);
+    const auto wire = test_util::encode(c, v, {.residual = r});
+    for (const std::size_t byte : {0u, 2u, 3u, 4u, 8u, 12u}) {  // magic, version, codec id, elements, bucket, size
+      CAPTURE(byte);
+      auto bad = wire;
+      bad[byte] ^= std::byte{0x41};
+      const std::string error = host_error(c, bad, n);
+      REQUIRE(!error.empty());
+      const Device<std::byte> d_bad(bad);
+      Device<float> d_acc(std::vector<float>(n, 2.0f)), d_res(std::vector<float>(n, 3.0f));
+      Device<std::byte> d_out(std::vector<std::byte>(c.encoded_bytes(n), std::byte{0x5a}));
+      CHECK_THROWS_WITH(gradsync::cuda::decode(c, d_bad.span(), d_acc.span(), stream.s), error);
+      gradsync::cuda::decode_add(c, d_bad.span(), d_acc.span(), status, stream.s);  // no throw: asynchronous
+      CHECK_THROWS_WITH(status.check(stream.s), error);
+      gradsync::cuda::decode_add_encode(c, d_bad.span(), d_acc.span(), d_out.span(), {.residual = d_res.span()}, status,
+                                        stream.s, 2);
+      CHECK_THROWS_WITH(status.check(stream.s), error);
+      CHECK_NOTHROW(status.check(stream.s));  // cleared
+      CHECK(d_acc.host() == std::vector<float>(n, 2.0f));
+      CHECK(d_res.host() == std::vector<float>(n, 3.0f));
+      CHECK(d_out.host() == std::vector<std::byte>(c.encoded_bytes(n), std::byte{0x5a}));
+    }
+    // Sizes alone throw at the call.
+    const Device<std::byte> d_short(std::vector<std::byte>(wire.begin(), wire.end() - 1));
+    Device<float> d_acc{std::vector<float>(n)};
+    CHECK_THROWS_AS(gradsync::cuda::decode_add(c, d_short.span(), d_acc.span(), status, stream.s), gradsync::WireError);
+    CHECK_THROWS_AS(gradsync::cuda::decode(c, d_short.span().first(15), d_acc.span(), stream.s), gradsync::WireError);
+  }
+
+  SECTION("top-k indices: the lowest bad position, the host's message") {
+    const AnyCodec c = TopK{.ratio = 0.01f};
+    auto wire = test_util::encode(c, v);
+    gradsync::codec::detail::store(wire.data() + header_bytes + 8, std::uint32_t{0});  // the third index
+    gradsync::codec::detail::store(wire.data() + header_bytes + 40, static_cast<std::uint32_t>(n));  // the 11th: out of range
+    const std::string error = host_error(c, wire, n);
+    REQUIRE_THAT(error, Catch::Contains("position 2"));
+    const Device<std::byte> d(wire);
+    Device<float> d_acc(std::vector<float>(n, 2.0f)), d_res(std::vector<float>(n, 3.0f));
+    Device<std::byte> d_out(std::vector<std::byte>(c.encoded_bytes(n), std::byte{0x5a}));
+    CHECK_THROWS_WITH(gradsync::cuda::decode(c, d.span(), d_acc.span(), stream.s), error);
+    CHECK_THROWS_WITH(gradsync::cuda::decode_add(c, d.span(), d_acc.span(), stream.s), error);
+    gradsync::cuda::decode_add_encode(c, d.span(), d_acc.span(), d_out.span(), {.residual = d_res.span()}, status, stream.s, 2);
+    CHECK_THROWS_WITH(status.check(stream.s), error);
+    CHECK(d_acc.host() == std::vector<float>(n, 2.0f));
+    CHECK(d_res.host() == std::vector<float>(n, 3.0f));
+    CHECK(d_out.host() == std::vector<std::byte>(c.encoded_bytes(n), std::byte{0x5a}));
+  }
+
+  SECTION("the first fault since the last check is reported; good decodes still run") {
+    const AnyCodec c = Qsgd<8>{};
+    const auto wire = test_util::encode(c, v);
+    auto wrong_codec = wire, wrong_elements = wire;
+    wrong_codec[3] = std::byte{4};
+    wrong_elements[4] ^= std::byte{1};
+    const Device<std::byte> d_good(wire), d_codec(wrong_codec), d_elements(wrong_elements);
+    Device<float> d_acc(std::vector<float>(n, 0.0f));
+    gradsync::cuda::decode_add(c, d_codec.span(), d_acc.span(), status, stream.s);
+    gradsync::cuda::decode_add(c, d_elements.span(), d_acc.span(), status, stream.s);
+    gradsync::cuda::decode_add(c, d_good.span(), d_acc.span(), status, stream.s);
+    CHECK_THROWS_WITH(status.check(stream.s), host_error(c, wrong_codec, n));
+    CHECK_NOTHROW(status.check(stream.s));
+    CHECK(same_bits(d_acc.host(), test_util::decode(c, wire, n)));
+  }
 }

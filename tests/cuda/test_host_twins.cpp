@@ -1,110 +1,398 @@
-// The host twins of the device codecs (include/gradsync/cuda/codec.cuh), run on the host: the
-// device's decomposition of each step (per-bucket scale split over a block's threads, QSGD
-// packing one word per index, top-k by stable sort) gives exactly the host codec's bytes. The
-// element-wise functors both backends share are covered by the host codec tests (tests/codec):
-// Narrow* (host chunks), Qsgd{Encode,Decode}, OneBit{Encode,Decode}, Add, AddWire,
-// Sum, Error, TopKIndexBad, TopKScatter; QsgdPackWord, QsgdDecodeElement, Narrow* one element per
-// index, TopKKey and TopKPut are covered here.
+// The host twins of the device codecs (include/gradsync/cuda/codec.cuh). The call goes through
+// the very dispatch the device uses (cuda/detail/dispatch.hpp), and HostBackend runs every
+// kernel's steps (the GRADSYNC_HD functions of cuda/detail/*.hpp) in the order a GPU runs them,
+// doing the warp's and block's exchanges (max, OR, the shared SignSums and fields, the scans) with
+// plain loops. Every result must be the host codec's, bit for bit: bytes, residuals, values, and
+// the WireError of a bad wire form.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
-#include <gradsync/codec/any.hpp>
 #include <gradsync/collective/any.hpp>
-#include "codec/test_util.hpp"
+#include <gradsync/cuda/detail/dispatch.hpp>
 
+#include "device_cases.hpp"
+
+namespace gc = gradsync::codec;
 namespace gd = gradsync::codec::detail;
-using namespace gradsync::codec;
+namespace cd = gradsync::cuda::detail;
+using cd::Op;
+using device_cases::same_bits;
 
 namespace {
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
-constexpr unsigned block_threads = 128;  // cuda/codec.cuh scale_threads
+/// Runs the kernels' steps on the host; faults land in its record, as in a WireStatus.
+struct HostBackend {
+  cd::Fault fault{};
+  std::uint32_t calls = 0;
 
-/// The device's scale of one bucket: max as a reduction of per-thread strided maxima; l2 as 16
-/// lanes, one per thread, folded in order.
-float device_scale(const float* v, std::size_t len, bool l2) {
-  if (l2) {
-    float lanes[gd::reduce_lanes];
-    for (std::size_t l = 0; l < gd::reduce_lanes; ++l) lanes[l] = gd::lane_sum_squares(v, len, l);
-    return std::sqrt(gd::fold_lanes(lanes));
+  cd::FaultSite site(const gc::WireHeader& expected, std::string_view name) {
+    return cd::make_site(&fault, ++calls, expected, name);
   }
-  std::uint32_t m[block_threads] = {};
-  for (std::size_t i = 0; i < len; ++i) m[i % block_threads] = std::max(m[i % block_threads], gd::magnitude_bits(v[i]));
-  return gd::bits_float(*std::max_element(m, m + block_threads));  // any order: integer max
-}
-
-/// Inputs with what the kernels must get right: a partial last bucket, zeros, a zero bucket, ties.
-std::vector<float> inputs(std::size_t n) {
-  auto v = test_util::gaussian(n, 11);
-  for (std::size_t i = 0; i < n; i += 97) v[i] = 0.0f;
-  for (std::size_t i = 0; i < 700 && i < n; ++i) v[i] = 0.0f;  // bucket 0 (and 1) all zero
-  for (std::size_t i = 1000; i < n; i += 211) v[i] = (i % 2 ? -1.5f : 1.5f);
-  return v;
-}
-
-template <unsigned Bits>
-void check_qsgd(const Qsgd<Bits>& c) {
-  const std::size_t n = 100'003;
-  const auto v = inputs(n);
-  const EncodeContext ctx{.seed = 5, .iteration = 3, .unit = 2, .stream = 1};
-  const auto host = test_util::encode(c, v, ctx);
-  std::vector<std::byte> dev(host.size());
-  std::copy_n(host.begin(), header_bytes, dev.begin());  // the header is written from the host on both
-  std::byte* payload = dev.data() + header_bytes;
-  using L = gd::QsgdLayout<Bits>;
-  for (std::size_t b = 0; b < gd::bucket_count(n, c.bucket); ++b) {
-    const auto [begin, len] = gd::bucket_range(b, c.bucket, n);
-    gd::store(payload + b * L::record_bytes(c.bucket), device_scale(v.data() + begin, len, c.norm == QsgdNorm::l2));
+  /// WireStatus::check.
+  void check() {
+    if (fault.call == 0) return;
+    const cd::Fault f = fault;
+    fault = {};
+    cd::raise(f);
   }
-  gd::for_each_index(thrust::host, gd::QsgdPackWordKernel<Bits>::indices(n, c.bucket),
-                     gd::QsgdPackWordKernel<Bits>{v.data(), payload, n, c.bucket, gd::stream_key(ctx)});
-  CHECK(dev == host);
 
-  // Decode one element per index, as the device does: the host's values, bit for bit.
-  const std::span<const std::byte> wire(host);
-  const auto base = test_util::gaussian(n, 13);
-  std::vector<float> want(n), got(n), want_sum = base, got_sum = base;
-  c.decode(wire, want);
-  c.decode_add(wire, want_sum);
-  gd::for_each_index(thrust::host, n, gd::QsgdDecodeElementKernel<Bits, false>{payload, got.data(), c.bucket});
-  gd::for_each_index(thrust::host, n, gd::QsgdDecodeElementKernel<Bits, true>{payload, got_sum.data(), c.bucket});
-  CHECK(same_bits(got, want));
-  CHECK(same_bits(got_sum, want_sum));
+  // launch.cuh's admit (every block sees the same header; block 0 records) and write_header.
+  bool admit(const cd::Frame& f) {
+    if (!f.in || cd::header_matches(f.in, f.site.expected)) return true;
+    if (fault.call == 0) {
+      fault.call = f.site.call;
+      cd::describe_header(fault, f.site, f.in);
+    }
+    return false;
+  }
+  static void write_header(const cd::Frame& f) {
+    if (f.out) std::memcpy(f.out, &f.header, sizeof f.header);
+  }
+
+  template <class Format, Op op, bool Feedback>
+  void narrow(const cd::Buffers& b, const cd::Frame& f) {
+    using Items = cd::NarrowItems<Format, op, Feedback>;
+    if (!admit(f)) return;
+    write_header(f);
+    for (std::size_t i = 0; i < Items::items(b.n); ++i) Items{b}(i);
+  }
+
+  template <unsigned Bits, Op op, bool Feedback>
+  void qsgd(const cd::QsgdWarp<Bits, op, Feedback>& q, const cd::Frame& f) {
+    using Q = cd::QsgdWarp<Bits, op, Feedback>;
+    constexpr std::size_t group = Q::L::group;
+    constexpr unsigned lanes = Q::lanes;
+    if (!admit(f)) return;
+    write_header(f);
+    for (std::size_t bk = 0; bk < gd::bucket_count(q.b.n, q.bucket); ++bk) {  // one warp each
+      const auto [begin, len] = gd::bucket_range(bk, q.bucket, q.b.n);
+      const std::size_t groups = (len + group - 1) / group;
+      if constexpr (!cd::encodes(op)) {
+        const float step = q.step_in(bk);
+        for (std::size_t g = 0; g < groups; ++g)
+          for (unsigned lane = 0; lane < lanes; ++lane) q.decode(bk, begin, g, lane, step);
+        continue;
+      }
+      const float step = op == Op::reduce ? q.step_in(bk) : 0.0f;
+      using Quad = std::array<float, 4>;
+      std::vector<Quad> kept(groups * lanes);  // the registers of a cached bucket: [g][lane]
+      const auto gather = [&](std::size_t g, unsigned lane) {
+        Quad x;
+        q.gather(bk, begin, g, lane, step, x.data());
+        return x;
+      };
+      float scale;
+      if (q.l2) {
+        float partial[gd::reduce_lanes];
+        if (q.cached()) {
+          std::vector<float> staged(groups * group);
+          for (std::size_t g = 0; g < groups; ++g)
+            for (unsigned lane = 0; lane < lanes; ++lane) {
+              kept[g * lanes + lane] = gather(g, lane);
+              std::copy_n(kept[g * lanes + lane].data(), 4, staged.data() + g * group + 4 * lane);
+            }
+          for (unsigned l = 0; l < gd::reduce_lanes; ++l) partial[l] = gd::lane_sum_squares(staged.data(), len, l);
+        } else {
+          const typename Q::At at{q, bk, begin, step};
+          for (unsigned l = 0; l < gd::reduce_lanes; ++l) partial[l] = gd::lane_sum_squares(at, len, l);
+        }
+        scale = std::sqrt(gd::fold_lanes(partial));
+      } else {
+        std::uint32_t m = 0;  // the warp max of the lanes' maxima
+        for (std::size_t g = 0; g < groups; ++g)
+          for (unsigned lane = 0; lane < lanes; ++lane) {
+            const Quad x = gather(g, lane);
+            if (q.cached()) kept[g * lanes + lane] = x;
+            m = std::max(m, Q::max_bits(x.data()));
+          }
+        scale = gd::bits_float(m);
+      }
+      q.store_scale(bk, scale);
+      for (std::size_t g = 0; g < groups; ++g) {
+        typename Q::Field fields[group];
+        for (unsigned lane = 0; lane < lanes; ++lane) {
+          const Quad x = q.cached() ? kept[g * lanes + lane] : gather(g, lane);
+          q.quantize(begin, g, lane, x.data(), scale, fields);
+        }
+        for (unsigned lane = 0; lane < lanes; ++lane) q.store_words(bk, g, lane, fields);
+      }
+    }
+  }
+
+  template <Op op, bool Feedback>
+  void onebit(const cd::OneBitTeam<op, Feedback>& t, const cd::Frame& f) {
+    using T = cd::OneBitTeam<op, Feedback>;
+    using Quad = std::array<float, 4>;
+    constexpr unsigned lanes = T::lanes;
+    if (!admit(f)) return;
+    write_header(f);
+    for (std::size_t bk = 0; bk < gd::bucket_count(t.b.n, t.bucket); ++bk) {  // one team each
+      const auto [begin, len] = gd::bucket_range(bk, t.bucket, t.b.n);
+      const std::size_t words = (len + 31) / 32;
+      if constexpr (!cd::encodes(op)) {
+        for (std::size_t w = 0; w < words; ++w)
+          for (unsigned lane = 0; lane < lanes; ++lane) t.decode(bk, begin, w, lane);
+        continue;
+      }
+      const auto gather = [&](std::size_t w, unsigned lane) {
+        Quad x;
+        t.gather(bk, begin, w, lane, x.data());
+        return x;
+      };
+      std::vector<Quad> kept(words * lanes);  // [w][lane]
+      typename T::Partial partial[lanes];
+      for (unsigned lane = 0; lane < lanes; ++lane)
+        for (std::size_t w = 0; w < words; ++w) {
+          kept[w * lanes + lane] = gather(w, lane);
+          partial[lane].take(w, kept[w * lanes + lane].data());
+        }
+      gd::SignSums sums;  // the team's shared SignSums; team lane 0 folds it
+      for (unsigned lane = 0; lane < lanes; ++lane) partial[lane].put(sums, lane);
+      sums.fold();
+      const gd::SignMeans m = gd::sign_means(sums, len, words);
+      t.store_entry(bk, 0, gd::float_bits(m.plus));
+      t.store_entry(bk, 1, gd::float_bits(m.minus));
+      for (std::size_t w = 0; w < words; ++w) {
+        std::uint32_t bits = 0;  // the team's OR
+        for (unsigned lane = 0; lane < lanes; ++lane) {
+          if (!t.cached()) kept[w * lanes + lane] = gather(w, lane);
+          bits |= T::sign_bits(kept[w * lanes + lane].data(), lane);
+        }
+        t.store_entry(bk, 2 + w, bits);
+        for (unsigned lane = 0; lane < lanes; ++lane) t.finish(begin, w, lane, kept[w * lanes + lane].data(), m);
+      }
+    }
+  }
+
+  /// topk.cuh's choose kernel: 32 lanes, each over its bins, the highest that finds it wins.
+  static void choose(const std::uint32_t* hist, cd::TopKSelect& sel, unsigned pass, std::size_t k) {
+    std::size_t before = 0;
+    for (unsigned lane = 0; lane < 32; ++lane) {
+      unsigned hi, lo;
+      cd::TopKSelect::lane_bins(pass, lane, hi, lo);
+      std::size_t mine = 0;
+      for (unsigned d = lo; d <= hi; ++d) mine += hist[d];
+      std::size_t above = sel.above + before;
+      const long d = gd::first_digit(hist, hi, lo, k, above);
+      if (d >= 0) {
+        sel.choose(pass, static_cast<unsigned>(d), above);
+        return;
+      }
+      before += mine;
+    }
+    FAIL("no lane found the digit (lane 31 always does: bin 0)");
+  }
+
+  template <Op op>
+  void topk(const cd::Buffers& b, std::size_t k, const cd::Frame& f) {
+    if constexpr (cd::decodes(op)) {  // validate, [fill,] scatter
+      if (!admit(f)) return;
+      const gd::TopKIndexBad bad{b.wire_in, b.n};
+      for (std::size_t j = 0; j < k; ++j)
+        if (bad(j)) {  // the lowest bad position
+          if (fault.call == 0) {
+            fault.call = f.site.call;
+            cd::describe_index(fault, f.site, static_cast<std::uint32_t>(j), gd::load<std::uint32_t>(b.wire_in + 4 * j));
+          }
+          return;
+        }
+      if (op == Op::decode) std::fill_n(b.acc, b.n, 0.0f);
+      for (std::size_t j = 0; j < k; ++j) gd::TopKScatterKernel{b.wire_in, b.acc, k}(j);
+    }
+    if constexpr (cd::encodes(op)) {
+      write_header({.out = f.out, .header = f.header});
+      if (b.n == 0) return;
+      const cd::TopKPrepare p = cd::topk_prepare(op, b);
+      const cd::TopKTiles t = cd::topk_tiles(op, b, p, k);
+      cd::TopKSelect sel{};
+      for (unsigned pass = 0; pass < gd::topk_passes; ++pass) {
+        std::vector<std::uint32_t> hist(cd::topk_bins);
+        for (std::size_t i = 0; i < b.n; i += 4) {
+          float x[4];
+          if (pass == 0) p(i, x);
+          else cd::load_quad(t.v, i, b.n, b.vector, x);
+          for (std::size_t c = 0; c < 4 && i + c < b.n; ++c) {
+            const long bin = sel.bin(gd::magnitude_bits(x[c]), pass);
+            if (bin >= 0) ++hist[static_cast<std::size_t>(bin)];
+          }
+        }
+        choose(hist.data(), sel, pass, k);
+      }
+      const std::size_t tiles = cd::TopKTiles::tiles(b.n);
+      std::vector<unsigned long long> offsets(tiles);  // the exclusive scan of the tiles' counts
+      for (std::size_t tile = 0; tile + 1 < tiles; ++tile)
+        for (unsigned th = 0; th < cd::topk_threads; ++th) offsets[tile + 1] += t.count(tile, th, sel.prefix);
+      std::partial_sum(offsets.begin(), offsets.end(), offsets.begin());
+      for (std::size_t tile = 0; tile < tiles; ++tile) {
+        unsigned long long before = offsets[tile];  // + the block's exclusive scan
+        for (unsigned th = 0; th < cd::topk_threads; ++th) {
+          const unsigned long long mine = t.count(tile, th, sel.prefix);
+          t.place(tile, th, sel.prefix, k - sel.above, before);
+          before += mine;
+        }
+      }
+    }
+  }
+};
+
+/// 16-byte aligned host storage for n values, optionally `skew` elements past alignment (the
+/// device's element-by-element paths).
+template <class T>
+struct Buffer {
+  std::vector<T> storage;
+  T* p;
+  std::size_t n;
+  Buffer(std::span<const T> v, std::size_t skew) : storage(v.size() + 32 / sizeof(T) + skew), n(v.size()) {
+    auto addr = reinterpret_cast<std::uintptr_t>(storage.data());
+    p = reinterpret_cast<T*>((addr + 15) / 16 * 16) + skew;
+    std::copy(v.begin(), v.end(), p);
+  }
+  std::span<T> span() { return {p, n}; }
+  std::vector<T> host() const { return {p, p + n}; }
+};
+
+struct Layout {  // how the buffers sit
+  std::size_t floats, wire;  // elements past 16-byte alignment
+  const char* name;
+};
+constexpr Layout layouts[] = {{0, 0, "aligned"}, {1, 0, "floats off by 4 bytes"}, {0, 4, "wire off by 4 bytes"}};
+
+template <Op op>
+std::size_t twin(const gc::AnyCodec& c, const cd::Call& call) {
+  HostBackend be;
+  const std::size_t bytes = cd::run<op>(c, call, be);
+  be.check();
+  return bytes;
 }
 
-/// fp16/bf16 one element per index (the device's chunk of 1): the host's bytes and values.
-template <class Format>
-void check_narrow() {
-  const std::size_t n = 10'007;
-  const auto v = inputs(n);
-  std::vector<std::byte> host(2 * n), dev(2 * n);
-  gd::for_each_index(thrust::host, gd::bucket_count(n, gd::narrow_chunk), gd::NarrowEncodeKernel<Format>{v.data(), host.data(), n});
-  gd::for_each_index(thrust::host, n, gd::NarrowEncodeKernel<Format>{v.data(), dev.data(), n, 1});
-  CHECK(dev == host);
-  std::vector<float> want = v, got = v;
-  gd::for_each_index(thrust::host, gd::bucket_count(n, gd::narrow_chunk), gd::NarrowDecodeKernel<Format, true>{host.data(), want.data(), n});
-  gd::for_each_index(thrust::host, n, gd::NarrowDecodeKernel<Format, true>{dev.data(), got.data(), n, 1});
-  CHECK(same_bits(got, want));
-}
 }  // namespace
 
-TEST_CASE("Device fp16/bf16 (one element per index) give the host bytes and values", "[cuda][twin]") {
-  check_narrow<gd::Fp16Format>();
-  check_narrow<gd::Bf16Format>();
+TEST_CASE("The device kernels' steps give the host codecs' bytes, residuals and values", "[cuda][twin]") {
+  for (const char* name : device_cases::codecs)
+    for (const std::size_t n : device_cases::sizes)
+      for (const Layout& layout : layouts) {
+        CAPTURE(name, n, layout.name);
+        const auto c = gc::AnyCodec::parse(name);
+        const device_cases::Expected want(c, n);
+
+        Buffer<float> in(want.v, layout.floats), residual(want.r0, layout.floats);
+        Buffer<std::byte> wire(std::vector<std::byte>(c.encoded_bytes(n)), layout.wire);
+        auto ctx = want.ctx;
+        ctx.residual = residual.span();
+        REQUIRE(twin<Op::encode>(c, {.in = in.span(), .wire_out = wire.span(), .ctx = &ctx}) == want.wire.size());
+        CHECK(wire.host() == want.wire);
+        CHECK(same_bits(residual.host(), want.residual));
+
+        Buffer<std::byte> received(want.wire, layout.wire);
+        Buffer<float> out(want.base, layout.floats), sum(want.base, layout.floats);
+        twin<Op::decode>(c, {.acc = out.span(), .wire_in = received.span()});
+        twin<Op::decode_add>(c, {.acc = sum.span(), .wire_in = received.span()});
+        CHECK(same_bits(out.host(), want.decoded));
+        CHECK(same_bits(sum.host(), want.summed));
+
+        for (int m = 0; m < 2; ++m) {
+          CAPTURE(want.means[m]);
+          Buffer<float> acc(want.base, layout.floats), e(want.r0, layout.floats);
+          Buffer<std::byte> sent(std::vector<std::byte>(c.encoded_bytes(n)), layout.wire);
+          ctx.residual = e.span();
+          const std::size_t bytes = twin<Op::reduce>(
+              c, {.acc = acc.span(), .wire_in = received.span(), .wire_out = sent.span(), .ctx = &ctx, .divisor = float(want.means[m])});
+          REQUIRE(bytes == want.steps[m].wire.size());
+          CHECK(sent.host() == want.steps[m].wire);
+          CHECK(same_bits(acc.host(), want.steps[m].acc));
+          CHECK(same_bits(e.host(), want.steps[m].residual));
+        }
+      }
 }
 
-TEST_CASE("Device QSGD decomposition (block scale, one word per index - decode one element per index) gives the host bytes", "[cuda][twin]") {
-  for (auto norm : {QsgdNorm::max, QsgdNorm::l2}) {
-    check_qsgd(Qsgd<2>{.norm = norm, .bypass_below = 0});
-    check_qsgd(Qsgd<4>{.bucket = 1024, .norm = norm, .bypass_below = 0});
-    check_qsgd(Qsgd<8>{.norm = norm, .bypass_below = 0});
-    check_qsgd(Qsgd<16>{.norm = norm, .bypass_below = 0});
+TEST_CASE("Top-k's device selection matches the host's on ties, zeros and equal values", "[cuda][twin]") {
+  const std::size_t n = 20'011;
+  std::vector<std::vector<float>> cases{std::vector<float>(n, 0.0f), std::vector<float>(n, 1.5f),
+                                        std::vector<float>(n, -0.0f)};
+  cases.emplace_back(n);
+  for (std::size_t i = 0; i < n; ++i) cases.back()[i] = i % 3 == 0 ? -1.0f : i % 3 == 1 ? 1.0f : 0.5f;
+  for (const float ratio : {0.001f, 0.01f, 0.5f, 1.0f})
+    for (const auto& v : cases) {
+      CAPTURE(ratio, v[0], v[1]);
+      const gc::AnyCodec c = gc::TopK{.ratio = ratio};
+      const auto host = test_util::encode(c, v);
+      std::vector<std::byte> wire(c.encoded_bytes(n));
+      const gc::EncodeContext ctx{};
+      twin<Op::encode>(c, {.in = v, .wire_out = wire, .ctx = &ctx});
+      CHECK(wire == host);
+    }
+}
+
+TEST_CASE("A bad device wire form throws the host decoder's WireError, output untouched", "[cuda][twin]") {
+  const std::size_t n = 5000;
+  const auto v = device_cases::inputs(n, 3);
+  for (const char* name : device_cases::codecs) {
+    CAPTURE(name);
+    const auto c = gc::AnyCodec::parse(name);
+    auto r = device_cases::residual_for(c, n);
+    const auto wire = test_util::encode(c, v, {.residual = r});
+    for (std::size_t byte = 0; byte < gc::header_bytes; ++byte) {  // every header field
+      CAPTURE(byte);
+      auto bad = wire;
+      bad[byte] ^= std::byte{0x41};
+      std::string host_error;
+      try {
+        test_util::decode(c, bad, n);
+      } catch (const gradsync::WireError& e) {
+        host_error = e.what();
+      }
+      REQUIRE(!host_error.empty());
+      auto acc = std::vector<float>(n, 2.0f), residual = std::vector<float>(n, 3.0f);
+      std::vector<std::byte> out(c.encoded_bytes(n), std::byte{0x5a});
+      const gc::EncodeContext ctx{.residual = residual};
+      CHECK_THROWS_WITH(twin<Op::decode_add>(c, {.acc = acc, .wire_in = bad}), host_error);
+      CHECK_THROWS_WITH(twin<Op::reduce>(c, {.acc = acc, .wire_in = bad, .wire_out = out, .ctx = &ctx}), host_error);
+      CHECK(acc == std::vector<float>(n, 2.0f));
+      CHECK(residual == std::vector<float>(n, 3.0f));
+      CHECK(out == std::vector<std::byte>(c.encoded_bytes(n), std::byte{0x5a}));
+    }
+    // sizes alone: caught on the host before any kernel
+    auto acc = std::vector<float>(n);
+    const std::vector<std::byte> truncated(wire.begin(), wire.end() - 1);
+    CHECK_THROWS_AS(twin<Op::decode>(c, {.acc = acc, .wire_in = truncated}), gradsync::WireError);
+    CHECK_THROWS_AS(twin<Op::decode>(c, {.acc = acc, .wire_in = std::span(wire).first(15)}), gradsync::WireError);
   }
+  // a top-k index out of order: the host's message, nothing touched
+  const gc::AnyCodec c = gc::TopK{.ratio = 0.01f};
+  auto wire = test_util::encode(c, v);
+  gd::store(wire.data() + gc::header_bytes + 8, std::uint32_t{0});  // the third index not ascending
+  std::string host_error;
+  try {
+    test_util::decode(c, wire, n);
+  } catch (const gradsync::WireError& e) {
+    host_error = e.what();
+  }
+  REQUIRE_THAT(host_error, Catch::Contains("position 2"));
+  auto acc = std::vector<float>(n, 2.0f);
+  std::vector<std::byte> out(c.encoded_bytes(n));
+  const gc::EncodeContext ctx{};
+  CHECK_THROWS_WITH(twin<Op::decode>(c, {.acc = acc, .wire_in = wire}), host_error);
+  CHECK_THROWS_WITH(twin<Op::reduce>(c, {.acc = acc, .wire_in = wire, .wire_out = out, .ctx = &ctx}), host_error);
+  CHECK(acc == std::vector<float>(n, 2.0f));
+}
+
+TEST_CASE("Device calls refuse misaligned wire buffers and wrong residuals", "[cuda][twin]") {
+  const std::size_t n = 1000;
+  const auto v = device_cases::inputs(n, 5);
+  std::vector<std::byte> wire(gc::AnyCodec::parse("ef+qsgd4").encoded_bytes(n) + 1);
+  std::vector<float> residual(n - 1);
+  const gc::EncodeContext plain{}, short_residual{.residual = residual};
+  CHECK_THROWS_AS(twin<Op::encode>(gc::AnyCodec::parse("qsgd4"), {.in = v, .wire_out = std::span(wire).subspan(1), .ctx = &plain}),
+                  gradsync::UsageError);
+  CHECK_THROWS_WITH(twin<Op::encode>(gc::AnyCodec::parse("ef+qsgd4"), {.in = v, .wire_out = wire, .ctx = &short_residual}),
+                    Catch::Contains("residual has 999 elements"));
+  CHECK_THROWS_WITH(twin<Op::encode>(gc::AnyCodec::parse("onebit"), {.in = v, .wire_out = wire, .ctx = &short_residual}),
+                    Catch::Contains("residual has 999 elements"));
 }
 
 TEST_CASE("The 2-norm lanes are the host's order", "[cuda][twin]") {
@@ -114,31 +402,6 @@ TEST_CASE("The 2-norm lanes are the host's order", "[cuda][twin]") {
     for (std::size_t l = 0; l < gd::reduce_lanes; ++l) lanes[l] = gd::lane_sum_squares(v.data(), len, l);
     CHECK(gd::float_bits(gd::fold_lanes(lanes)) == gd::float_bits(gd::sum_squares(v.data(), len)));
   }
-}
-
-TEST_CASE("Device top-k (stable sort by descending magnitude) picks the host's indices", "[cuda][twin]") {
-  const TopK c{.ratio = 0.01f, .bypass_below = 0};
-  const std::size_t n = 100'003, k = c.kept(n);
-  auto g = inputs(n);
-  for (std::size_t i = 0; i < 600; ++i) g[150 * i + 3] = (i % 2 ? -2.6f : 2.6f);  // ties at the threshold
-  const auto r0 = test_util::gaussian(n, 12, 0.5f);
-
-  auto host_residual = r0;
-  const auto host = test_util::encode(c, g, {.residual = host_residual});
-
-  // The device pipeline on the host: residual += g, keys, stable sort, first k, ascending, put.
-  auto residual = r0;
-  gd::for_each_index(thrust::host, n, gd::AddKernel{g.data(), residual.data()});
-  std::vector<std::uint32_t> keys(n), index(n);
-  gd::for_each_index(thrust::host, n, gd::TopKKeyKernel{residual.data(), keys.data(), index.data()});
-  std::stable_sort(index.begin(), index.end(), [&](std::uint32_t a, std::uint32_t b) { return keys[a] > keys[b]; });
-  index.resize(k);
-  std::sort(index.begin(), index.end());
-  std::vector<std::byte> dev(host.size());
-  std::copy_n(host.begin(), header_bytes, dev.begin());
-  gd::for_each_index(thrust::host, k, gd::TopKPutKernel{residual.data(), residual.data(), index.data(), dev.data() + header_bytes, k});
-  CHECK(dev == host);
-  CHECK(residual == host_residual);
 }
 
 #if !defined(GRADSYNC_WITH_NCCL)

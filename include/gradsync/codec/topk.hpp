@@ -60,13 +60,13 @@ struct TopK {
       v = residual;
     }
     const detail::TopKThreshold t = detail::topk_threshold(v, n, k);
-    const detail::TopKPutKernel put{v, residual, nullptr, payload, k};
+    const detail::TopKPut put{v, residual, payload, k};
     std::size_t j = 0, ties = t.ties;
     for (std::size_t i = 0; i < n && j < k; ++i) {
       const std::uint32_t a = detail::magnitude_bits(v[i]);
       if (a < t.key || (a == t.key && ties == 0)) continue;
       ties -= a == t.key;
-      put.put(j++, static_cast<std::uint32_t>(i));
+      put(j++, static_cast<std::uint32_t>(i));
     }
   }
   template <bool Add>
@@ -75,10 +75,7 @@ struct TopK {
     // Validate every index before touching `out`, so a bad payload leaves it as it was.
     const detail::TopKIndexBad bad{payload, n};
     for (std::size_t j = 0; j < k; ++j)
-      if (bad(j))
-        throw WireError("gradsync: topk payload rejected: index " + std::to_string(detail::load<std::uint32_t>(payload + 4 * j)) +
-                        " at position " + std::to_string(j) + " is out of range or not ascending (unit of " +
-                        std::to_string(n) + ")");
+      if (bad(j)) throw detail::topk_index_error(detail::load<std::uint32_t>(payload + 4 * j), j, n);
     if constexpr (!Add) std::fill(out.begin(), out.end(), 0.0f);
     detail::for_each_index(thrust::host, k, detail::TopKScatterKernel{payload, out.data(), k});
   }

@@ -50,16 +50,26 @@ GRADSYNC_HD inline BucketRange bucket_range(std::size_t b, std::size_t bucket, s
   return {begin, n - begin < bucket ? n - begin : bucket};
 }
 
-/// Unaligned, aliasing-safe loads and stores on wire bytes (compile to plain moves).
+/// Aliasing-safe loads and stores on wire bytes (compile to plain moves). Unaligned on a host; on
+/// a device every access is naturally aligned (the device codecs take 4-byte aligned wire
+/// buffers, and every field sits at a multiple of its size), so it is one load, not byte loads.
 template <class T>
 GRADSYNC_HD inline T load(const std::byte* p) {
+#ifdef __CUDA_ARCH__
+  return *reinterpret_cast<const T*>(p);
+#else
   T v;
   memcpy(&v, p, sizeof(T));
   return v;
+#endif
 }
 template <class T>
 GRADSYNC_HD inline void store(std::byte* p, T v) {
+#ifdef __CUDA_ARCH__
+  *reinterpret_cast<T*>(p) = v;
+#else
   memcpy(p, &v, sizeof(T));
+#endif
 }
 GRADSYNC_HD inline std::uint32_t float_bits(float f) {
   std::uint32_t u;

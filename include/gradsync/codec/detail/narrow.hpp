@@ -134,6 +134,7 @@ struct NarrowDecodeKernel {
 /// \tparam Format Fp16Format or Bf16Format
 template <class Format>
 struct Narrow {
+  using format = Format;
   static constexpr std::uint8_t id = Format::id;
   /// Tensors with fewer elements go as fp32 (codec/bypass.hpp); 0 = convert everything, as
   /// ImageNet-in-4-minutes does.

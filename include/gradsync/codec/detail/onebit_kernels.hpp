@@ -16,28 +16,35 @@ inline constexpr std::size_t onebit_record_bytes(std::size_t len) { return 8 + (
 
 /// Running sums of a bucket, 32 lanes wide: the count and sum of the non-negative values and
 /// the sum of all. Fixed-size loops over 32 elements vectorize and inline; fp order is fixed.
+/// Lane j takes elements j, 32 + j, 64 + j, ... in order (first, then add), then fold() adds
+/// the lanes pairwise; the device (cuda/detail/onebit_team.hpp) runs the lanes on 8 threads.
 struct SignSums {
   std::uint32_t count[32];
   float plus[32], total[32];
 
-  // Starts from the first word, not from zeros: zeroing 384 bytes per bucket costs more than
-  // the sums. Masks instead of `p ? x : 0`: GCC (with the default -ftrapping-math) keeps a
-  // conditional float add as a branch, which stops vectorization.
+  // Masks instead of `p ? x : 0`: GCC (with the default -ftrapping-math) keeps a conditional
+  // float add as a branch, which stops vectorization.
+  GRADSYNC_HD static std::uint32_t keep(float v) { return 0u - static_cast<std::uint32_t>(v >= 0.0f); }
+  /// Lane j's first element (starting from it, not from zeros: zeroing 384 bytes per bucket
+  /// costs more than the sums).
+  GRADSYNC_HD static void first(std::uint32_t& count, float& plus, float& total, float v) {
+    count = keep(v) & 1u;
+    plus = bits_float(float_bits(v) & keep(v));
+    total = v;
+  }
+  /// Lane j's next element.
+  GRADSYNC_HD static void next(std::uint32_t& count, float& plus, float& total, float v) {
+    count += keep(v) & 1u;
+    plus += bits_float(float_bits(v) & keep(v));
+    total += v;
+  }
+
+  SignSums() = default;
   GRADSYNC_HD explicit SignSums(const float* v) {
-    for (std::uint32_t j = 0; j < 32; ++j) {
-      const std::uint32_t keep = 0u - static_cast<std::uint32_t>(v[j] >= 0.0f);
-      count[j] = keep & 1u;
-      plus[j] = bits_float(float_bits(v[j]) & keep);
-      total[j] = v[j];
-    }
+    for (std::uint32_t j = 0; j < 32; ++j) first(count[j], plus[j], total[j], v[j]);
   }
   GRADSYNC_HD void add(const float* v) {
-    for (std::uint32_t j = 0; j < 32; ++j) {
-      const std::uint32_t keep = 0u - static_cast<std::uint32_t>(v[j] >= 0.0f);
-      count[j] += keep & 1u;
-      plus[j] += bits_float(float_bits(v[j]) & keep);
-      total[j] += v[j];
-    }
+    for (std::uint32_t j = 0; j < 32; ++j) next(count[j], plus[j], total[j], v[j]);
   }
   /// Folds the 32 lanes pairwise (a fixed order, vectorizable) into lane 0.
   GRADSYNC_HD void fold() {
@@ -49,6 +56,19 @@ struct SignSums {
       }
   }
 };
+
+/// The record's two values from a folded bucket of len values in `words` words (the last word
+/// padded with zeros, which counted as non-negative): the mean of the non-negative values and of
+/// the negative ones (0 where there are none).
+struct SignMeans {
+  float plus, minus;
+};
+GRADSYNC_HD inline SignMeans sign_means(const SignSums& folded, std::size_t len, std::size_t words) {
+  const std::size_t nonneg = folded.count[0] - (words * 32 - len);  // less the padding zeros
+  const auto pos_count = static_cast<float>(nonneg), neg_count = static_cast<float>(len - nonneg);
+  const float pos_sum = folded.plus[0], total = folded.total[0];
+  return {pos_count > 0.0f ? pos_sum / pos_count : 0.0f, neg_count > 0.0f ? (total - pos_sum) / neg_count : 0.0f};
+}
 
 /// Bit j set <=> v[j] < 0 (so -0.0 counts as non-negative).
 GRADSYNC_HD inline std::uint32_t negative_bits(const float* v) {
@@ -86,11 +106,7 @@ struct OneBitEncodeKernel {
     SignSums sums(word(0));  // a unit is never empty
     for (std::size_t w = 1; w < words; ++w) sums.add(word(w));
     sums.fold();
-    const std::size_t nonneg = sums.count[0] - (words * 32 - len);  // less the padding zeros
-    const auto pos_count = static_cast<float>(nonneg), neg_count = static_cast<float>(len - nonneg);
-    const float pos_sum = sums.plus[0], total = sums.total[0];
-    const float plus = pos_count > 0.0f ? pos_sum / pos_count : 0.0f;
-    const float minus = neg_count > 0.0f ? (total - pos_sum) / neg_count : 0.0f;
+    const auto [plus, minus] = sign_means(sums, len, words);
 
     std::byte* rec = out + b * onebit_record_bytes(bucket);
     store(rec, plus);

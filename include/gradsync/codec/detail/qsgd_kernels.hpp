@@ -54,6 +54,13 @@ GRADSYNC_HD inline float qsgd_mult(float scale) {
   return scale > 0.0f ? static_cast<float>(QsgdLayout<Bits>::levels) / scale : 0.0f;
 }
 
+/// The value of a Bits-wide field (sign in its top bit, level below) for `step` = scale / levels.
+template <unsigned Bits>
+GRADSYNC_HD inline float qsgd_value(std::uint32_t field, float step) {
+  const float mag = static_cast<float>(static_cast<std::int32_t>(field & QsgdLayout<Bits>::levels)) * step;
+  return bits_float(float_bits(mag) | (field >> (Bits - 1)) << 31);
+}
+
 /// Quantizes and packs group g (elements [128g, 128g + 128) of a bucket of len values starting
 /// at v, element index `first` of the unit) into `groups` (the bucket's record after its scale).
 template <unsigned Bits>
@@ -97,39 +104,6 @@ struct QsgdEncodeKernel {
   }
 };
 
-/// Device encode, second step: one packed word per index, its bucket's scale already in the
-/// record (written by the CUDA block reduction, cuda/codec.cuh). Field f of word k is element
-/// f * words + k of the group, so neighbouring threads read neighbouring elements. Same bytes as
-/// QsgdEncodeKernel.
-template <unsigned Bits>
-struct QsgdPackWordKernel {
-  using L = QsgdLayout<Bits>;
-  const float* in;
-  std::byte* out;
-  std::size_t n;
-  std::size_t bucket;
-  std::uint64_t key;
-
-  /// Kernel indices: words per full bucket times the bucket count (some past a short last bucket).
-  static std::size_t indices(std::size_t n, std::size_t bucket) {
-    return bucket_count(n, bucket) * (bucket / L::group) * L::words;
-  }
-
-  GRADSYNC_HD void operator()(std::size_t i) const {
-    const std::size_t per = bucket / L::group, k = i % L::words, b = i / L::words / per, g = i / L::words % per;
-    const auto [begin, len] = bucket_range(b, bucket, n);
-    if (g * L::group >= len) return;
-    std::byte* rec = out + b * L::record_bytes(bucket);
-    const float mult = qsgd_mult<Bits>(load<float>(rec));
-    std::uint32_t w = 0;
-    for (std::uint32_t f = 0; f < L::fields; ++f) {
-      const std::size_t o = g * L::group + f * L::words + k;  // in the bucket
-      w |= qsgd_field<Bits>(o < len ? in[begin + o] : 0.0f, mult, key, static_cast<std::uint32_t>(begin + o)) << (f * Bits);
-    }
-    store(rec + 4 + g * L::group_bytes + 4 * k, w);
-  }
-};
-
 template <unsigned Bits, bool Add>
 struct QsgdDecodeKernel {
   using L = QsgdLayout<Bits>;
@@ -166,31 +140,19 @@ struct QsgdDecodeKernel {
   }
   /// Field f of a packed word: its level times step, with its sign.
   GRADSYNC_HD static float value(std::uint32_t word, std::uint32_t f, float step) {
-    constexpr std::uint32_t mask = (1u << Bits) - 1;
-    const std::uint32_t field = (word >> (f * Bits)) & mask;
-    const float mag = static_cast<float>(static_cast<std::int32_t>(field & L::levels)) * step;
-    return bits_float(float_bits(mag) | (field >> (Bits - 1)) << 31);
+    return qsgd_value<Bits>((word >> (f * Bits)) & ((1u << Bits) - 1), step);
   }
 };
 
-/// Device decode: one element per index, so neighbouring threads write neighbouring elements
-/// (a bucket per thread leaves a GPU nearly idle on 8192-element buckets). Same values as
-/// QsgdDecodeKernel: element e of a group is field e / words of word e % words.
-template <unsigned Bits, bool Add>
-struct QsgdDecodeElementKernel {
+/// Element o of a bucket's record `rec` (its scale, then its groups), decoded with `step` =
+/// scale / levels: field o % 128 / words of word o % 128 % words of group o / 128. The device
+/// decoders' random access to one element; the same values as QsgdDecodeKernel.
+template <unsigned Bits>
+GRADSYNC_HD float qsgd_element(const std::byte* rec, float step, std::size_t o) {
   using L = QsgdLayout<Bits>;
-  const std::byte* in;
-  float* out;
-  std::size_t bucket;
-
-  GRADSYNC_HD void operator()(std::size_t i) const {
-    const std::size_t b = i / bucket, o = i - b * bucket, g = o / L::group, e = o % L::group;
-    const std::byte* rec = in + b * L::record_bytes(bucket);
-    const float step = load<float>(rec) / static_cast<float>(L::levels);
-    const auto word = load<std::uint32_t>(rec + 4 + g * L::group_bytes + 4 * (e % L::words));
-    const float v = QsgdDecodeKernel<Bits, Add>::value(word, static_cast<std::uint32_t>(e / L::words), step);
-    out[i] = Add ? out[i] + v : v;
-  }
-};
+  const std::size_t g = o / L::group, e = o % L::group;
+  const auto word = load<std::uint32_t>(rec + 4 + g * L::group_bytes + 4 * (e % L::words));
+  return QsgdDecodeKernel<Bits, false>::value(word, static_cast<std::uint32_t>(e / L::words), step);
+}
 
 }  // namespace gradsync::codec::detail

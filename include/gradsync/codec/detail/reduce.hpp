@@ -17,8 +17,10 @@ GRADSYNC_HD inline std::uint32_t magnitude_bits(float x) { return float_bits(x) 
 
 /// Lane `lane` of sum_squares: x[i]^2 for i = lane, lane + 16, ... accumulated in index order.
 /// fmaf rather than `acc + x * x`: whether a compiler fuses that differs by target and flags;
-/// fmaf gives the same bits on every host and device.
-GRADSYNC_HD inline float lane_sum_squares(const float* x, std::size_t len, std::size_t lane) {
+/// fmaf gives the same bits on every host and device. `x` is anything with x[i] -> float (a
+/// pointer, or a device codec's view that computes the values it encodes).
+template <class X>
+GRADSYNC_HD float lane_sum_squares(const X& x, std::size_t len, std::size_t lane) {
   float acc = 0.0f;
   for (std::size_t i = lane; i < len; i += reduce_lanes) acc = fmaf(x[i], x[i], acc);
   return acc;

@@ -3,13 +3,15 @@
 ///
 /// Which elements are kept is fixed by the wire format, not by the algorithm: the k largest
 /// magnitude_bits, ties at the threshold to the lower index (exactly the first k of a stable
-/// sort by descending magnitude). The host finds the k-th magnitude with a most-significant-digit
-/// radix select (three histogram passes of 11, 11, 10 bits: O(n), no sort, no copy) and scans;
-/// the CUDA twin (cuda/codec.cuh) runs CUB's stable radix sort by descending magnitude, keeps
-/// the first k indices and sorts them. Both then write the same payload.
+/// sort by descending magnitude). Both backends find the k-th magnitude with a most-significant-
+/// digit radix select (three histogram passes of 11, 11, 10 bits: O(n), no sort, no copy) and
+/// scan for the kept elements in index order; the CUDA twin (cuda/detail/topk_tiles.hpp) builds
+/// each histogram with atomics and scans its bins on 32 lanes with first_digit.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
+#include "../../core/error.hpp"
 #include "kernel.hpp"
 #include "reduce.hpp"
 
@@ -21,52 +23,62 @@ struct TopKThreshold {
   std::size_t ties;
 };
 
+/// The radix select's digits, most significant first: magnitude bits >> shift, width bits wide.
+inline constexpr unsigned topk_passes = 3;
+GRADSYNC_HD constexpr unsigned topk_shift(unsigned pass) { return pass == 0 ? 21 : pass == 1 ? 10 : 0; }
+GRADSYNC_HD constexpr unsigned topk_width(unsigned pass) { return pass == 2 ? 10 : 11; }
+
+/// One digit's choice, scanning bins d = hi, hi - 1, ..., lo of a histogram with `above`
+/// elements already known to be larger: the first d where the k-th largest falls (above +
+/// hist[d] >= k; bin 0 takes whatever is left), with above grown by the bins passed over; -1
+/// when it falls below lo (above then has all of [lo, hi]).
+GRADSYNC_HD inline long first_digit(const std::uint32_t* hist, unsigned hi, unsigned lo, std::size_t k,
+                                    std::size_t& above) {
+  for (unsigned d = hi;; --d) {
+    if (d == 0 || above + hist[d] >= k) return static_cast<long>(d);
+    above += hist[d];
+    if (d == lo) return -1;
+  }
+}
+
 /// Requires 1 <= k <= n.
 inline TopKThreshold topk_threshold(const float* v, std::size_t n, std::size_t k) {
-  constexpr unsigned shift[3] = {21, 10, 0};
-  constexpr unsigned width[3] = {11, 11, 10};
   std::uint32_t prefix = 0, prefix_mask = 0;
   std::size_t above = 0;  // elements known to be strictly larger than the current prefix range
-  for (int pass = 0; pass < 3; ++pass) {
-    const std::uint32_t digit_mask = (1u << width[pass]) - 1;
+  for (unsigned pass = 0; pass < topk_passes; ++pass) {
+    const unsigned shift = topk_shift(pass);
+    const std::uint32_t digit_mask = (1u << topk_width(pass)) - 1;
     std::uint32_t hist[1u << 11] = {};
     for (std::size_t i = 0; i < n; ++i) {
       const std::uint32_t a = magnitude_bits(v[i]);
-      if ((a & prefix_mask) == prefix) ++hist[(a >> shift[pass]) & digit_mask];
+      if ((a & prefix_mask) == prefix) ++hist[(a >> shift) & digit_mask];
     }
-    std::uint32_t d = digit_mask;
-    for (; d > 0 && above + hist[d] < k; --d) above += hist[d];
-    prefix |= d << shift[pass];
-    prefix_mask |= digit_mask << shift[pass];
+    const auto d = static_cast<std::uint32_t>(first_digit(hist, digit_mask, 0, k, above));
+    prefix |= d << shift;
+    prefix_mask |= digit_mask << shift;
   }
   return {prefix, k - above};
 }
 
-/// The device selection's sort input: key = magnitude bits, value = index.
-struct TopKKeyKernel {
-  const float* v;
-  std::uint32_t* keys;
-  std::uint32_t* indices;
-  GRADSYNC_HD void operator()(std::size_t i) const {
-    keys[i] = magnitude_bits(v[i]);
-    indices[i] = static_cast<std::uint32_t>(i);
-  }
-};
+/// The WireError of a payload whose entry `position` holds `index`, out of range or not above
+/// the previous one, in a unit of n.
+inline WireError topk_index_error(std::uint32_t index, std::size_t position, std::size_t n) {
+  return WireError("gradsync: topk payload rejected: index " + std::to_string(index) + " at position " +
+                   std::to_string(position) + " is out of range or not ascending (unit of " + std::to_string(n) + ")");
+}
 
 /// Payload: k uint32 indices, then k float values. Entry j is element `index` of v; with a
 /// residual (which then is v itself) that element is sent and so leaves it.
-struct TopKPutKernel {
+struct TopKPut {
   const float* v;
   float* residual;  // may be null
-  const std::uint32_t* indices;
   std::byte* payload;
   std::size_t k;
-  GRADSYNC_HD void put(std::size_t j, std::uint32_t index) const {
+  GRADSYNC_HD void operator()(std::size_t j, std::uint32_t index) const {
     store(payload + 4 * j, index);
     store(payload + 4 * (k + j), v[index]);
     if (residual) residual[index] = 0.0f;
   }
-  GRADSYNC_HD void operator()(std::size_t j) const { put(j, indices[j]); }
 };
 
 /// True when entry j of a payload is invalid: index out of range or not above the previous one.
