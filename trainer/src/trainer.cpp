@@ -34,6 +34,9 @@ class Rank final : public StepHooks {
         inject_nan_(cfg.inject_nan) {
     if (!sync_) throw std::logic_error("sync factory returned no synchronizer for rank " + std::to_string(rank));
     if (cfg.precision == "mixed") mixed_.emplace(model_->params(), cfg.loss_scaling);
+#if defined(GRADSYNC_TRAINER_CUDA)
+    for (auto* p : model_->params()) on_device_.push_back(!mixed_ && sync_->takes_device_memory(p->index));
+#endif
   }
 
   Model& model() { return *model_; }
@@ -84,7 +87,7 @@ class Rank final : public StepHooks {
       if (mixed_) round_to_half(p.grad);  // fp16 storage: an overflow becomes Inf here
       const std::span<float> grad = hand_over(p);
       if (poison_ && !grad.empty()) {
-        grad[0] = std::numeric_limits<float>::quiet_NaN();
+        poison_first(p, grad);
         poison_ = false;
       }
       sync_->gradient_ready(p.index, grad);
@@ -148,13 +151,20 @@ class Rank final : public StepHooks {
     if (profiler_ && in_step_) profiler_->add(pass, layer, seconds);
   }
   static std::string layer_name(const Param& p) { return p.name.substr(0, p.name.rfind('.')); }
-  // The synchronizer works on host memory: on the device backend the gradient is staged in host
-  // memory for it (and the mean copied back by take_mean); on the host it is handed over in place.
+  // On the host the gradient is handed over in place. On the device backend it stays on the GPU
+  // when the synchronizer takes it there (its codec encodes it on the device); otherwise (mixed
+  // precision, whose loss scaler reads the gradients on the host, or policies that read them
+  // there) it is staged in host memory, and take_mean copies the mean back.
   std::span<float> hand_over(Param& p) {
 #if defined(GRADSYNC_TRAINER_CUDA)
-    staged_.resize(synced_.size());
-    staged_[p.index] = p.grad.to_host();
-    synced_[p.index] = staged_[p.index];
+    if (on_device_[p.index]) {
+      cuda::synchronize();  // the kernels that wrote it are done: gradsync's streams do not wait for ours
+      synced_[p.index] = std::span<float>(p.grad.data(), p.grad.size());
+    } else {
+      staged_.resize(synced_.size());
+      staged_[p.index] = p.grad.to_host();
+      synced_[p.index] = staged_[p.index];
+    }
 #else
     synced_[p.index] = p.grad.span();
 #endif
@@ -162,10 +172,24 @@ class Rank final : public StepHooks {
   }
   void take_mean(Param& p) {
 #if defined(GRADSYNC_TRAINER_CUDA)
-    p.grad.from_host(synced_[p.index]);
+    if (!on_device_[p.index]) p.grad.from_host(synced_[p.index]);
 #else
     (void)p;
 #endif
+  }
+  // Fault injection: the handed-over gradient's first element becomes NaN, wherever it lives.
+  void poison_first(const Param& p, std::span<float> grad) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+#if defined(GRADSYNC_TRAINER_CUDA)
+    if (on_device_[p.index]) {
+      cuda::copy(grad.data(), &nan, sizeof nan);
+      cuda::synchronize();
+      return;
+    }
+#else
+    (void)p;
+#endif
+    grad[0] = nan;
   }
   static Tensor half_input(const Tensor& x) {
     Tensor h = x;
@@ -202,6 +226,7 @@ class Rank final : public StepHooks {
   std::vector<std::span<float>> synced_;     // per tensor: the memory the synchronizer averages
 #if defined(GRADSYNC_TRAINER_CUDA)
   std::vector<std::vector<float>> staged_;   // host copies of the gradients
+  std::vector<char> on_device_;              // per tensor: handed over in GPU memory (no staging)
 #endif
   float pending_lr_ = 0.0f;
   double wait_seconds_ = 0;  // blocked in wait_for: communication not hidden behind compute

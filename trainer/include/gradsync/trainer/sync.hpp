@@ -47,6 +47,12 @@ struct GradientSync {
   virtual void report_loss(float loss) { (void)loss; }
   /// This rank's counters so far (units finish asynchronously: an iteration's may land later).
   virtual Statistics statistics() const { return {}; }
+  /// Whether gradient_ready takes tensor t's gradient in GPU memory (the CUDA trainer then hands
+  /// its device gradient over without a host copy); by default gradients are in host memory.
+  virtual bool takes_device_memory(std::size_t tensor) const {
+    (void)tensor;
+    return false;
+  }
 };
 
 /// One rank: the local gradient is already the mean.
