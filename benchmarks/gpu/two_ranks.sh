@@ -17,7 +17,7 @@
 #       # dry run on a machine without a GPU: host gradsync-train, tiny sizes, same flags and parsing
 # Knobs (environment): ITERATIONS (100), CONV_ITERATIONS (300), BATCH (128), CONV_BATCH (64),
 # DATA_DIR (/usr/share/datasets/fashion-mnist), TOLERANCE (0.03), OUT (report; default
-# $BUILD_DIR/two_ranks.md), RUN_TIMEOUT (seconds per run, 120).
+# $BUILD_DIR/two_ranks.md), RUN_TIMEOUT (seconds per run, 60; a run that times out ends the script).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${BUILD_DIR:-$here/../../build/gpu}" && pwd)
@@ -41,7 +41,7 @@ else
   [ -n "$device" ] || die "nvidia-smi sees no GPU"
 fi
 [ -x "$train" ] || die "$train is missing: build it (cmake --build $build --target $(basename "$train"))"
-run_timeout=${RUN_TIMEOUT:-120}
+run_timeout=${RUN_TIMEOUT:-60}
 tolerance=${TOLERANCE:-$([ -n "$host" ] && echo 1 || echo 0.03)}  # a dry run's few iterations prove nothing
 data_dir=${DATA_DIR:-/usr/share/datasets/fashion-mnist}
 warmup=$(( iterations / 10 ))
@@ -49,15 +49,39 @@ mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2)  # unbound
 failed=0
 report=()
 fail() { echo "FAILED: $*" >&2; report+=("**FAILED**: $*"); failed=1; }
+write_report() {
+  {
+    echo "# Two ranks on one GPU"
+    echo
+    echo "Written by \`benchmarks/gpu/two_ranks.sh\` on $device, $(date -u +%Y-%m-%d), binaries in $build."
+    echo "Both ranks on GPU 0 under \`${mpi[*]}\`; gradients stay on the device (cuda::OnDevice)."
+    printf '%s\n' "${report[@]}"
+  } >"$out"
+  cat "$out"
+}
+# attempt LOG COMMAND...: runs it within RUN_TIMEOUT, output to LOG; its exit status. A run that
+# times out ends the script (the next would likely hang alike and spend the GPU's time).
+attempt() {
+  local log=$1 rc=0
+  shift
+  timeout "$run_timeout" "$@" >"$log" 2>&1 || rc=$?
+  if [ "$rc" -eq 124 ]; then
+    tail -20 "$log" >&2
+    fail "timed out after ${run_timeout} s: $*"
+    write_report
+    die "stopped after a timeout"
+  fi
+  [ "$rc" -eq 0 ] || tail -20 "$log" >&2
+  return "$rc"
+}
 
 # ---- 1. the device synchronizer against the host one on this GPU ----
 if [ -z "$host" ]; then
   gpu_test=$build/tests/cuda/test_on_device_gpu
   if [ -x "$gpu_test" ]; then
-    if "$gpu_test" >"$work/gpu_test.log" 2>&1; then
+    if attempt "$work/gpu_test.log" "$gpu_test"; then
       report+=("test_on_device_gpu: passed ($(tail -1 "$work/gpu_test.log" | tr -d '\033' | sed 's/\[[0-9;]*m//g'))")
     else
-      tail -30 "$work/gpu_test.log" >&2
       fail "test_on_device_gpu (device synchronizer against the host one)"
     fi
   else
@@ -85,15 +109,14 @@ digests_agree() {  # $1 log
 
 # ---- 2. iteration time: 1 rank alone, then 2 ranks on the one GPU ----
 common=(--model resnet20 --width "$width" --dataset synthetic --input 3x32x32 --classes 10 --synthetic-size 4096
-        --batch "$batch" --iterations "$iterations" --threads "$threads" --no-eval -q --timeout 60)
+        --batch "$batch" --iterations "$iterations" --threads "$threads" --no-eval -q --timeout 30)
 report+=("" "## ResNet-20 x$width, 3x32x32, batch $batch per rank, $iterations iterations (median after $warmup)" ""
          "| run | ms / iteration | blocked in wait_for | images/s | rank 0 wait_for s | replicas |"
          "|---|---|---|---|---|---|")
-if timeout "$run_timeout" "$train" "${common[@]}" --ranks 1 --sync local --metrics "$work/one.json" >"$work/one.log" 2>&1; then
+if attempt "$work/one.log" "$train" "${common[@]}" --ranks 1 --sync local --metrics "$work/one.json"; then
   read -r ms share rate waited < <(summarize "$work/one.json" 1) || fail "1-rank baseline: no metrics"
   report+=("| 1 rank alone (compute only) | $ms | - | $rate | - | - |")
 else
-  tail -20 "$work/one.log" >&2
   fail "1-rank baseline"
 fi
 for setting in "WFBP fp32|whole|fifo|fp32" "P3 fp32|fixed:40000|forward|fp32" "P3 fp16|fixed:40000|forward|fp16" \
@@ -101,13 +124,12 @@ for setting in "WFBP fp32|whole|fifo|fp32" "P3 fp32|fixed:40000|forward|fp32" "P
   IFS='|' read -r label slicing priority codec <<<"$setting"
   log=$work/${label// /_}.log json=$work/${label// /_}.json
   echo "== 2 ranks, $label" >&2
-  if timeout "$run_timeout" "${mpi[@]}" "$train" "${common[@]}" --slicing "$slicing" --priority "$priority" --codec "$codec" \
-      --collective ring --print-digest --metrics "$json" >"$log" 2>&1; then
+  if attempt "$log" "${mpi[@]}" "$train" "${common[@]}" --slicing "$slicing" --priority "$priority" --codec "$codec" \
+      --collective ring --print-digest --metrics "$json"; then
     read -r ms share rate waited < <(summarize "$json" 2) || fail "$label: no metrics"
     if digests_agree "$log"; then same="identical"; else same="**differ**"; fail "$label: replicas differ"; fi
     report+=("| 2 ranks, $label ($slicing, $priority, $codec, ring) | $ms | $share % | $rate | $waited | $same |")
   else
-    tail -20 "$log" >&2
     fail "$label run (log above)"
   fi
 done
@@ -119,23 +141,22 @@ else
   data=(--dataset synthetic --input 1x28x28 --classes 10 --synthetic-size 16384) data_name="synthetic 1x28x28 (no Fashion-MNIST in $data_dir)"
 fi
 conv=(--model resnet20 --width "$width" "${data[@]}" --iterations "$conv_iterations" --lr 0.05 --threads "$threads"
-      -q --timeout 60)
+      -q --timeout 30)
 accuracy() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["test_accuracy"])' "$1"; }
 report+=("" "## Convergence: ResNet-20 x$width on $data_name, $conv_iterations iterations, global batch $(( 2 * conv_batch ))" ""
          "| run | test accuracy | replicas |" "|---|---|---|")
 one_acc=
-if timeout "$run_timeout" "$train" "${conv[@]}" --ranks 1 --sync local --batch $(( 2 * conv_batch )) \
-    --metrics "$work/conv1.json" >"$work/conv1.log" 2>&1; then
+if attempt "$work/conv1.log" "$train" "${conv[@]}" --ranks 1 --sync local --batch $(( 2 * conv_batch )) \
+    --metrics "$work/conv1.json"; then
   one_acc=$(accuracy "$work/conv1.json") || fail "convergence: 1-rank run wrote no accuracy"
   report+=("| 1 rank x $(( 2 * conv_batch )) | $one_acc | - |")
 else
-  tail -20 "$work/conv1.log" >&2
   fail "convergence: 1-rank run"
 fi
 for codec in fp32 qsgd8; do
   log=$work/conv2_$codec.log
-  if timeout "$run_timeout" "${mpi[@]}" "$train" "${conv[@]}" --batch "$conv_batch" --codec "$codec" --print-digest \
-      --metrics "$work/conv2_$codec.json" >"$log" 2>&1; then
+  if attempt "$log" "${mpi[@]}" "$train" "${conv[@]}" --batch "$conv_batch" --codec "$codec" --print-digest \
+      --metrics "$work/conv2_$codec.json"; then
     acc=$(accuracy "$work/conv2_$codec.json") || fail "convergence $codec: no accuracy"
     if digests_agree "$log"; then same="identical"; else same="**differ**"; fail "convergence $codec: replicas differ"; fi
     report+=("| 2 ranks x $conv_batch, P3 $codec | $acc | $same |")
@@ -144,7 +165,6 @@ for codec in fp32 qsgd8; do
       fail "convergence $codec: 2 ranks reach $acc, 1 rank $one_acc (tolerance $tolerance)"
     fi
   else
-    tail -20 "$log" >&2
     fail "convergence: 2-rank $codec run"
   fi
 done
@@ -167,13 +187,6 @@ if [ -z "$host" ]; then
   report+=("" "## --collective nccl, 2 ranks on GPU 0" "" "$answer")
 fi
 
-{
-  echo "# Two ranks on one GPU"
-  echo
-  echo "Written by \`benchmarks/gpu/two_ranks.sh\` on $device, $(date -u +%Y-%m-%d), binaries in $build."
-  echo "Both ranks on GPU 0 under \`${mpi[*]}\`; gradients stay on the device (cuda::OnDevice)."
-  printf '%s\n' "${report[@]}"
-} >"$out"
-cat "$out"
+write_report
 [ "$failed" -eq 0 ] || die "some checks failed (above)"
 echo "two_ranks.sh: all checks passed; report in $out" >&2
