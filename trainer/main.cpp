@@ -16,6 +16,12 @@
 #include <gradsync/transport/mpi.hpp>
 #include <gradsync/transport/mpi_session.hpp>
 #endif
+#if defined(GRADSYNC_WITH_NCCL)
+#include <gradsync/transport/nccl.hpp>
+#endif
+#if defined(GRADSYNC_TRAINER_CUDA)
+#include "device_sync.hpp"
+#endif
 
 #include "gradsync/trainer/library_sync.hpp"
 #include "gradsync/trainer/retune.hpp"
@@ -302,6 +308,19 @@ int main(int argc, char** argv) {
     gradsync::Statistics rank0_stats;
     std::optional<Tuning> tuned;  // rank 0's --tune choice
     std::vector<Retune> retunes;  // rank 0's --retune-every re-tunes
+#if defined(GRADSYNC_WITH_NCCL)
+    // --collective nccl[-hierarchical]: NCCL's all-reduce needs a communicator per rank, on GPU 0
+    // (CUDA_VISIBLE_DEVICES picks it), made over the rank's transport on the rank's own thread
+    // (construction is collective); the other collectives need none.
+    std::vector<std::unique_ptr<gradsync::transport::Nccl>> nccl(transports.size());
+#endif
+    auto rank_transport = [&](std::size_t local) -> gradsync::transport::Transport& {
+#if defined(GRADSYNC_WITH_NCCL)
+      if (pol.collective.starts_with("nccl"))
+        return *(nccl.at(local) = std::make_unique<gradsync::transport::Nccl>(*transports.at(local), 0));
+#endif
+      return *transports.at(local);
+    };
     SyncFactory factory;  // empty: the trainer's exact local all-reduce (or nothing, for one rank)
     if (pol.sync == "library") {
       gradsync::Options opt;
@@ -340,7 +359,7 @@ int main(int argc, char** argv) {
                                     pol.codec + ", --priority " + pol.priority +
                                     ") belong to its units: use a codec without (fp32, fp16, bf16, qsgd...) and no dgt");
       factory = [&, opt, policies, space, profile](std::size_t r, const Model& model) -> std::unique_ptr<GradientSync> {
-        gradsync::transport::Transport& transport = *transports.at(r - c.first_rank);
+        gradsync::transport::Transport& transport = rank_transport(r - c.first_rank);
         // A Synchronizer of `setting` (the flags' own without --tune), feeding `meter` under --retune-every.
         auto build = [&, r, opt, policies](const gradsync::sim::Setting* setting, gradsync::sim::LinkMeter* meter,
                                            gradsync::Statistics* report) {
@@ -361,7 +380,11 @@ int main(int argc, char** argv) {
             trace.span(name, r, Trace::queued, e.ready, e.started);
             trace.span(name, r, Trace::wire, e.started, e.finished);
           };
+#if defined(GRADSYNC_TRAINER_CUDA)  // gradients stay on the GPU where the policies allow
+          return make_device_sync(transport, model, o, chosen, report);
+#else
           return std::make_unique<SynchronizerHook<gradsync::AnySynchronizer>>(transport, model, o, chosen, report);
+#endif
         };
         gradsync::Statistics* report = r == 0 ? &rank0_stats : nullptr;
         if (!profile) return build(nullptr, nullptr, report);

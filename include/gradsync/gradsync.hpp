@@ -10,7 +10,9 @@
 ///   // or, chosen from strings at run time:
 ///   gs::AnySynchronizer any{group.rank(r), layout, {.slicing = "fixed:40000", .collective = "ps"}};
 /// \endcode
+/// Gradients in GPU memory: gradsync/cuda/on_device.cuh (from a .cu file) adds cuda::OnDevice<Codec>.
 #include "any_synchronizer.hpp"
+#include "codec/on_device.hpp"
 #include "synchronizer.hpp"
 #include "transport/in_process.hpp"
 #include "transport/throttled.hpp"

@@ -32,7 +32,6 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -41,6 +40,7 @@
 
 #include "codec/bypass.hpp"
 #include "codec/concept.hpp"
+#include "codec/memory.hpp"
 #include "codec/traits.hpp"
 #include "collective/concept.hpp"
 #include "core/layout.hpp"
@@ -118,9 +118,9 @@ class Synchronizer {
 
   /// Hands over layer `layer`'s gradient of this iteration; returns at once. `grad` must stay
   /// alive and untouched until wait_for(layer) returns: it is overwritten with the aggregate.
-  /// GPU memory works with the NCCL collectives over transport::Nccl (whole or sliced units, a
-  /// codec without residual, Options::check_finite off); the kernels that wrote it must have
-  /// finished (synchronize their stream first): gradsync's NCCL streams do not wait for yours.
+  /// GPU memory works with a codec that keeps units there (cuda::OnDevice) or with the NCCL
+  /// collectives over transport::Nccl, as device_refusal(layer) says; the kernels that wrote it
+  /// must have finished (synchronize their stream first): gradsync's streams do not wait for yours.
   void gradient_ready(std::size_t layer, std::span<float> grad) {
     rethrow_if_failed();
     check_layer(layer, "gradient_ready");
@@ -128,7 +128,7 @@ class Synchronizer {
       throw UsageError("gradsync: gradient_ready(" + std::to_string(layer) + "): span has " + std::to_string(grad.size()) +
                        " elements but layer '" + layout_.layer(layer).name + "' has " +
                        std::to_string(layout_.layer(layer).elements) + " in the ModelLayout");
-    if (t_.device_memory(grad.data())) check_device_layer(layer);
+    if (t_.device_memory(grad.data()) || codec::device_memory(p_.codec, grad.data())) check_device_layer(layer);
     if (opt_.check_finite) check_finite(layer, grad);
     const std::int64_t iter = iteration_.load();
     if (table_.submitted(layer) == iter)
@@ -240,6 +240,33 @@ class Synchronizer {
     priority::load_state(p_.priority, state.subspan(residuals, priority::state_size(p_.priority)));
     if (priority::classifies(p_.priority)) first_loss_ = state.back();
     iteration_.store(iteration);
+  }
+
+  /// Why layer `layer`'s gradient may not be handed over in GPU memory with these policies; empty
+  /// when it may. A codec that keeps units in device memory (codec::DeviceCodec: cuda::OnDevice)
+  /// aggregates them there over the collectives that touch units only through it ('ring', 'ps',
+  /// 'reduce-broadcast', 'hierarchical', 'hybrid'); the NCCL collectives take them over
+  /// transport::Nccl. What would read the unit on the host is refused: an error-feedback residual
+  /// (kept on the host), fusion (gathered on the host), a priority that reads units (DGT), and
+  /// Options::check_finite unless the codec checks on the device.
+  std::string device_refusal(std::size_t layer) const {
+    check_layer(layer, "device_refusal");
+    constexpr bool device_codec = codec::DeviceCodec<Codec>;
+    if (!collective::accepts_device_memory(p_.collective) && !(device_codec && collective::through_codec(p_.collective)))
+      return "collective '" + collective_text() + "' reads units on the host: use " +
+             (device_codec ? "'ring', 'ps', 'reduce-broadcast', 'hierarchical', 'hybrid' or 'nccl'"
+                           : "'nccl' or 'nccl-hierarchical', or a device codec (cuda::OnDevice) with 'ring' or 'ps'");
+    if (opt_.check_finite && !device_codec) return "Options::check_finite reads it on the host: set it to false";
+    if (p_.codec.needs_residual())
+      return "codec '" + std::string(p_.codec.name()) + "' keeps its error-feedback residual on the host: use one "
+             "without (fp32, fp16, bf16, qsgd)";
+    if (priority::classifies(p_.priority) || priority::ObservingPriority<Priority>)
+      return "priority '" + std::string(p_.priority.name()) + "' reads units on the host: use 'forward' or 'fifo'";
+    for (const Unit& u : table_.units())
+      for (const Segment& s : u.segments)
+        if (s.layer == layer && u.fused())
+          return "slicing '" + p_.slicing.describe() + "' fuses it with other layers on the host: use 'whole' or 'fixed'";
+    return {};
   }
 
   const std::vector<Unit>& units() const { return table_.units(); }
@@ -397,28 +424,16 @@ class Synchronizer {
   }
   /// A gradient in GPU memory: everything that would read it on the host is refused by name.
   void check_device_layer(std::size_t layer) const {
-    auto refuse = [&](const std::string& why) {
+    if (const std::string why = device_refusal(layer); !why.empty())
       throw UsageError("gradsync: gradient_ready(" + std::to_string(layer) + "): layer '" + layout_.layer(layer).name +
                        "' is in GPU memory, but " + why + "; or hand over a host copy");
-    };
-    if (!collective::accepts_device_memory(p_.collective))
-      refuse("collective '" + collective_text() + "' reads units on the host: use 'nccl' or 'nccl-hierarchical'");
-    if (opt_.check_finite) refuse("Options::check_finite reads it on the host: set it to false");
-    if (p_.codec.needs_residual())
-      refuse("codec '" + std::string(p_.codec.name()) + "' keeps its error-feedback residual on the host: use one without");
-    for (const Unit& u : table_.units())
-      for (const Segment& s : u.segments)
-        if (s.layer == layer && u.fused())
-          refuse("slicing '" + p_.slicing.describe() + "' fuses it with other layers on the host: use 'whole' or 'fixed'");
   }
   void check_finite(std::size_t layer, std::span<const float> grad) const {
-    // Exponent all ones means Inf or NaN; OR-ing a flag keeps the loop branch-free and vectorized.
-    bool bad = false;
-    for (float x : grad) bad |= (std::bit_cast<std::uint32_t>(x) & 0x7f800000u) == 0x7f800000u;
+    const auto bad = codec::first_non_finite(p_.codec, grad);  // on the device for a device codec's memory
     if (!bad) return;
-    const auto at = std::ranges::find_if(grad, [](float x) { return !std::isfinite(x); }) - grad.begin();
     throw UsageError("gradsync: gradient_ready(" + std::to_string(layer) + "): layer '" + layout_.layer(layer).name +
-                     "' has a non-finite gradient (element " + std::to_string(at) + " is " + std::to_string(grad[at]) +
+                     "' has a non-finite gradient (element " + std::to_string(bad->index) + " is " +
+                     std::to_string(bad->value) +
                      "); lower the learning rate, clip gradients, or use loss scaling with Options::check_finite = false");
   }
 

@@ -6,6 +6,8 @@
 #include <gradsync/gradsync.hpp>
 
 #include "support/codec_bound.hpp"
+#include "support/device_runs.hpp"
+#include "support/guarded_device.hpp"
 #include "support/lossy_codec.hpp"
 #include "support/reference.hpp"
 
@@ -108,6 +110,27 @@ TEST_CASE("every collective x codec over MPI gives the reference mean, identical
             for (const auto& layer : iteration) CHECK(std::ranges::all_of(layer, [](float x) { return std::isfinite(x); }));
         }
       }
+}
+
+TEST_CASE("OnDevice over MPI, gradients in the twin of GPU memory: the host codec's aggregates on every rank") {
+  const int n = world_size();
+  transport::Mpi t(MPI_COMM_WORLD, 20s);
+  for (const std::string codec : {"fp32", "fp16:bypass=0", "qsgd8:bypass=0", "qsgd8"})
+    for (const std::string collective : {"ring", "ps", "reduce-broadcast"}) {
+      CAPTURE(n, codec, collective);
+      const PolicyNames names{"fixed:1000", "forward", codec, collective};
+      const auto host = testing::train(t.rank(), t, names, true);
+      using testing::GuardedDevice;
+      const auto policies = testing::on_device<GuardedDevice>(AnySynchronizer::parse(names));
+      testing::DeviceSynchronizer<GuardedDevice> sync(t, testing::uneven_layout(), {}, policies);
+      const auto device = testing::train_with<testing::DeviceBuffer>(sync, t.rank());
+      CHECK(same_on_every_rank(device));
+      // fp32 units (fp32, qsgd8's bypassed tensors) take the raw-fp32 ring on the host, which sums
+      // in another order beyond 2 ranks
+      const bool raw_ring = collective == "ring" && n > 2 && !codec.ends_with("bypass=0");
+      if (!raw_ring) CHECK(testing::bit_identical(host, device));
+      else if (codec == "fp32") testing::require_reference(device, n, true);
+    }
 }
 
 TEST_CASE("a lossy non-summable codec over MPI: within its bound, identical on every rank") {

@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "ranks.hpp"
@@ -14,31 +16,48 @@ namespace testing {
 inline constexpr int kIterations = 3;
 using Aggregates = std::vector<std::vector<std::vector<float>>>;  // [iteration][layer][element]
 
+/// A gradient in host memory, for train_with (support/guarded_device.hpp has one in "device" memory).
+class HostGradient {
+ public:
+  explicit HostGradient(std::size_t n) : v_(n) {}
+  std::span<float> span() { return v_; }
+  void upload(std::span<const float> values) { std::ranges::copy(values, v_.begin()); }
+  std::vector<float> download() const { return v_; }
+
+ private:
+  std::vector<float> v_;
+};
+
 /// kIterations iterations of backward passes (layers handed over in reverse) with grad_value
-/// gradients, overlapping each wait_for with the next iteration as a trainer does; returns the
-/// aggregates this rank saw.
-template <class Sync>
+/// gradients in `Gradient` memory, overlapping each wait_for with the next iteration as a trainer
+/// does; returns the aggregates this rank saw.
+template <class Gradient = HostGradient, class Sync>
 Aggregates train_with(Sync& sync, int rank) {
   const gradsync::ModelLayout& layout = sync.layout();
-  std::vector<std::vector<float>> grads(layout.num_layers());
+  std::vector<std::unique_ptr<Gradient>> grads;
+  for (std::size_t l = 0; l < layout.num_layers(); ++l) grads.push_back(std::make_unique<Gradient>(layout.layer(l).elements));
+  auto aggregates = [&] {
+    std::vector<std::vector<float>> a;
+    for (const auto& g : grads) a.push_back(g->download());
+    return a;
+  };
   Aggregates out;
+  std::vector<float> values;
   for (int it = 0; it < kIterations; ++it) {
     if (it > 0) {
-      out.emplace_back();
-      for (std::size_t l = 0; l < grads.size(); ++l) {
-        sync.wait_for(l);
-        out.back().push_back(grads[l]);
-      }
+      for (std::size_t l = 0; l < grads.size(); ++l) sync.wait_for(l);
+      out.push_back(aggregates());
     }
     for (std::size_t l = grads.size(); l-- > 0;) {  // backward order
-      grads[l].resize(layout.layer(l).elements);
-      for (std::size_t i = 0; i < grads[l].size(); ++i) grads[l][i] = grad_value(rank, l, it, i);
-      sync.gradient_ready(l, grads[l]);
+      values.resize(layout.layer(l).elements);
+      for (std::size_t i = 0; i < values.size(); ++i) values[i] = grad_value(rank, l, it, i);
+      grads[l]->upload(values);
+      sync.gradient_ready(l, grads[l]->span());
     }
     sync.finish_iteration();
   }
   sync.wait_all();
-  out.push_back(grads);
+  out.push_back(aggregates());
   return out;
 }
 

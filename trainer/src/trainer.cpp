@@ -35,6 +35,9 @@ class Rank final : public StepHooks {
         inject_nan_(cfg.inject_nan) {
     if (!sync_) throw std::logic_error("sync factory returned no synchronizer for rank " + std::to_string(rank));
     if (cfg.precision == "mixed") mixed_.emplace(model_->params(), cfg.loss_scaling);
+#if defined(GRADSYNC_TRAINER_CUDA)
+    for (auto* p : model_->params()) on_device_.push_back(!mixed_ && sync_->takes_device_memory(p->index));
+#endif
   }
 
   Model& model() { return *model_; }
@@ -148,15 +151,22 @@ class Rank final : public StepHooks {
     if (profiler_ && in_step_) profiler_->add(pass, layer, seconds);
   }
   static std::string layer_name(const Param& p) { return p.name.substr(0, p.name.rfind('.')); }
-  // The synchronizer works on host memory: on the device backend the gradient is staged in host
-  // memory for it (and the mean copied back by take_mean) unless it reads none (one rank: the
-  // gradient stays on the device); on the host it is handed over in place.
+  // On the host the gradient is handed over in place. On the device backend it stays on the GPU:
+  // with one rank, whose synchronizer reads no gradient (an empty span), and where the synchronizer
+  // takes it there (its codec encodes it on the device). Otherwise (mixed precision, not yet run on
+  // that path, or policies that read the gradients on the host) it is staged in host memory, and
+  // take_mean copies the mean back.
   std::span<float> hand_over(Param& p) {
 #if defined(GRADSYNC_TRAINER_CUDA)
     if (!sync_->reads_gradients()) return {};
-    staged_.resize(synced_.size());
-    staged_[p.index] = p.grad.to_host();
-    synced_[p.index] = staged_[p.index];
+    if (on_device_[p.index]) {
+      cuda::synchronize();  // the kernels that wrote it are done: gradsync's streams do not wait for ours
+      synced_[p.index] = std::span<float>(p.grad.data(), p.grad.size());
+    } else {
+      staged_.resize(synced_.size());
+      staged_[p.index] = p.grad.to_host();
+      synced_[p.index] = staged_[p.index];
+    }
 #else
     synced_[p.index] = p.grad.span();
 #endif
@@ -164,7 +174,7 @@ class Rank final : public StepHooks {
   }
   void take_mean(Param& p) {
 #if defined(GRADSYNC_TRAINER_CUDA)
-    if (sync_->reads_gradients()) p.grad.from_host(synced_[p.index]);
+    if (sync_->reads_gradients() && !on_device_[p.index]) p.grad.from_host(synced_[p.index]);
 #else
     (void)p;
 #endif
@@ -204,6 +214,7 @@ class Rank final : public StepHooks {
   std::vector<std::span<float>> synced_;     // per tensor: the memory the synchronizer averages
 #if defined(GRADSYNC_TRAINER_CUDA)
   std::vector<std::vector<float>> staged_;   // host copies of the gradients
+  std::vector<char> on_device_;              // per tensor: handed over in GPU memory (no staging)
 #endif
   float pending_lr_ = 0.0f;
   double wait_seconds_ = 0;  // blocked in wait_for: communication not hidden behind compute

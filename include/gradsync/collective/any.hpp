@@ -131,6 +131,9 @@ struct AnyCollective {
   bool device_memory() const {
     return std::visit([](const auto& p) { return accepts_device_memory(p); }, policy);
   }
+  bool through_codec() const {
+    return std::visit([](const auto& p) { return collective::through_codec(p); }, policy);
+  }
   template <codec::Codec C>
   std::size_t run(transport::Transport& t, const C& c, Job& job, Workspace& ws) const {
     if constexpr (std::same_as<C, codec::AnyCodec>)  // a runtime codec: dispatch on its concrete type too

@@ -13,6 +13,7 @@
 
 #include "../codec/concept.hpp"
 #include "../codec/identity.hpp"
+#include "../codec/memory.hpp"
 #include "../codec/traits.hpp"
 #include "../core/error.hpp"
 #include "../core/statistics.hpp"
@@ -138,11 +139,22 @@ void check_accepts(const K& k, const C& c) {
                       "'; with a compressing codec use 'ring', 'reduce-broadcast', 'hierarchical' or 'hybrid'");
 }
 
-/// Whether `k` aggregates units that live in GPU memory (the NCCL collectives, which declare
-/// `bool device_memory() const`); every other collective reads and writes units on the host.
+/// Whether `k` aggregates units that live in GPU memory itself, with any lossless codec (the NCCL
+/// collectives, which declare `bool device_memory() const`).
 template <class K>
 bool accepts_device_memory(const K& k) {
   if constexpr (requires { k.device_memory(); }) return k.device_memory();
+  else return false;
+}
+/// Whether `k` touches a unit only through its codec: encode, decode, decode_add and the mean's
+/// codec::divide (collective/wire.hpp, detail::finish_mean with the codec), so a codec that keeps
+/// units in device memory (codec::DeviceCodec) can aggregate them there. Such a collective
+/// declares `static constexpr bool through_codec = true` (AnyCollective answers at run time);
+/// the vendor all-reduces (MPI, Gloo) read the floats themselves.
+template <class K>
+bool through_codec(const K& k) {
+  if constexpr (requires { k.through_codec(); }) return k.through_codec();
+  else if constexpr (requires { K::through_codec; }) return bool(K::through_codec);
   else return false;
 }
 
@@ -152,10 +164,10 @@ namespace detail {
 inline std::size_t ring_bytes(std::size_t bytes, int ranks) {
   return bytes * 2 * static_cast<std::size_t>(ranks - 1) / static_cast<std::size_t>(ranks);
 }
-inline void finish_mean(std::span<float> data, bool average, int ranks) {
-  if (!average || ranks == 1) return;
-  const float n = static_cast<float>(ranks);
-  for (float& x : data) x /= n;
+/// data /= ranks when `average` (the mean), where codec `c` keeps the unit (codec/memory.hpp).
+template <class C = codec::Identity>
+void finish_mean(std::span<float> data, bool average, int ranks, const C& c = {}) {
+  if (average && ranks > 1) codec::divide(c, data, ranks);
 }
 /// RNG stream of an encode: which rank encodes, at which step, so ranks never share random bits.
 inline std::uint32_t stream(int rank, int step) { return (static_cast<std::uint32_t>(rank) << 16) | static_cast<std::uint32_t>(step); }

@@ -67,6 +67,7 @@ struct Hierarchical {
   /// 4(k-1) + 2(N/k-1) of the paper's model. 1 is a plain ring; k >= N is reduce to rank 0 and
   /// broadcast.
   int group = 0;
+  static constexpr bool through_codec = true;  ///< units only through the codec (device codecs too)
 
   std::string_view name() const { return "hierarchical"; }
   /// "hierarchical:k" ("hierarchical" for the automatic size), as in AnyCollective::parse.
@@ -95,13 +96,13 @@ struct Hierarchical {
         w.recv_decode(leader, job.data);
       } else {
         Ring{}.receive_gathered(t, codec, job, ws, leader, leader / k, groups);
-        detail::finish_mean(job.data, job.average, n);
+        detail::finish_mean(job.data, job.average, n, codec);
       }
       return out.size();
     }
     for (int m = leader + 1; m < end; ++m) w.recv_add(m, job.data);
     if (groups == 1) {
-      detail::finish_mean(job.data, job.average, n);
+      detail::finish_mean(job.data, job.average, n, codec);
       const auto out = w.encode_final(job.data, detail::stream(r, phase + 1));
       for (int m = leader + 1; m < end; ++m) t.send(m, job.tag, out);
       return out.size() * static_cast<std::size_t>(end - leader - 1);
@@ -111,7 +112,7 @@ struct Hierarchical {
     detail::Leaders leaders(t, k);
     Job sum{job.data, job.tag, job.ctx, false, job.sequence};
     const std::size_t sent = Ring{}.run(leaders, codec, sum, ws, {&t, leader + 1, end - leader - 1});
-    detail::finish_mean(job.data, job.average, n);
+    detail::finish_mean(job.data, job.average, n, codec);
     return sent;
   }
 };

@@ -28,6 +28,8 @@ namespace gradsync::collective {
 
 struct ParameterServer {
   static constexpr bool differential = true;  ///< can push unimportant blocks best-effort (DGT)
+  /// Units only through the codec (device codecs too); DGT's best-effort path reads fp32 on the host.
+  static constexpr bool through_codec = true;
   /// Makes the best-effort channel for DGT (collective over the transport): UDP by default.
   std::function<std::unique_ptr<transport::BestEffort>(transport::Transport&)> best_effort_channel =
       [](transport::Transport& t) { return std::make_unique<transport::Udp>(t); };
@@ -88,7 +90,7 @@ struct ParameterServer {
     void add(std::size_t bytes) override { w.decode_add(in.first(bytes), w.job.data); }
     void serve() override {
       const int n = t.size(), r = t.rank();
-      detail::finish_mean(w.job.data, w.job.average, n);
+      detail::finish_mean(w.job.data, w.job.average, n, w.codec);
       const auto out = w.encode_final(w.job.data, detail::stream(r, 1));
       for (int dst = 0; dst < n; ++dst)
         if (dst != r) t.send(dst, w.job.tag, out);

@@ -79,7 +79,7 @@ std::span<const std::byte> reduce_owned(transport::Transport& t, const Partition
   const int n = part.n, r = t.rank();
   const std::span<float> own = part.piece(r, j);
   for (int d = 1; d < n; ++d) w.recv_add((r + n - d) % n, own);
-  finish_mean(own, job.average, n);
+  finish_mean(own, job.average, n, w.codec);
   return w.encode_final(own, stream(r, m++));
 }
 

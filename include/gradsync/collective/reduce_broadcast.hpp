@@ -22,6 +22,7 @@ struct ReduceBroadcast {
   /// Wire bytes per message, about (as Ring::segment_bytes): the owners' work on one segment
   /// overlaps the transfer of the next.
   std::size_t segment_bytes = std::size_t{1} << 20;
+  static constexpr bool through_codec = true;  ///< units only through the codec (device codecs too)
 
   std::string_view name() const { return "reduce-broadcast"; }
 

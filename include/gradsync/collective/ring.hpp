@@ -93,6 +93,7 @@ struct Ring {
   /// wake-up) stays small next to its transfer, small enough that several segments per chunk keep
   /// the link busy. Counted on the wire, so a codec that compresses 4x sends 4x the elements.
   std::size_t segment_bytes = std::size_t{1} << 20;
+  static constexpr bool through_codec = true;  ///< units only through the codec (device codecs too)
 
   std::string_view name() const { return "ring"; }
 
@@ -165,7 +166,7 @@ struct Ring {
         out = w.encode(part.piece(r - s, j), detail::stream(r, static_cast<int>(m)));
       } else if (s == last_reduce + 1) {  // this rank's fully reduced chunk r+1
         const std::span<float> own = part.piece(r + 1, j);
-        detail::finish_mean(own, job.average, n);
+        detail::finish_mean(own, job.average, n, w.codec);
         out = w.encode_final(own, detail::stream(r, static_cast<int>(m)));
         sent += tee_out(tee, job.tag, out);
       } else {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../codec/identity.hpp"
+#include "../codec/memory.hpp"
 #include "../collective/concept.hpp"
 #include "../core/options.hpp"
 #include "../core/statistics.hpp"
@@ -125,7 +126,7 @@ class Executors {
         p_.priority.magnitudes(data, ctx.residual, slot.magnitudes);
         job.magnitudes = slot.magnitudes;
       }
-    const std::size_t sent = fp32 ? p_.collective.run(p_.t, codec::Identity{}, job, slot.ws)
+    const std::size_t sent = fp32 ? p_.collective.run(p_.t, codec::fp32_of(p_.codec), job, slot.ws)
                                    : p_.collective.run(p_.t, p_.codec, job, slot.ws);
     if (job.blocks) p_.stats.blocks(blocks);
     if constexpr (priority::ObservingPriority<Priority>) p_.priority.observe(u, unit, data);

@@ -41,6 +41,7 @@ class SynchronizerHook : public GradientSync {
   void abort(const std::string& reason) override { sync_.abort(reason); }
   void report_loss(float loss) override { sync_.report_loss(loss); }
   Statistics statistics() const override { return sync_.stats(); }
+  bool takes_device_memory(std::size_t tensor) const override { return sync_.device_refusal(tensor).empty(); }
 
  private:
   Sync sync_;

@@ -50,6 +50,12 @@ struct GradientSync {
   /// Whether gradient_ready's spans are read at all. When not, a device trainer keeps its
   /// gradients on the device and hands over empty spans instead of staging them on the host.
   virtual bool reads_gradients() const { return true; }
+  /// Whether gradient_ready takes tensor t's gradient in GPU memory (the CUDA trainer then hands
+  /// its device gradient over without a host copy); by default gradients are in host memory.
+  virtual bool takes_device_memory(std::size_t tensor) const {
+    (void)tensor;
+    return false;
+  }
 };
 
 /// One rank: the local gradient is already the mean.
