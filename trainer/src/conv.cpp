@@ -186,7 +186,8 @@ Tensor Conv2d::backward(const Tensor& dy, Context& ctx) {
 
 #if !defined(GRADSYNC_TRAINER_CUDA)
 Tensor Conv2d::onednn_forward(const Tensor& x, std::size_t oh, std::size_t ow, Context& ctx) {
-  if (!onednn_) onednn_ = std::make_shared<onednn::Convolution>(onednn::ConvGeometry{in_, out_, k_, stride_, pad_, has_bias_});
+  if (!onednn_)
+    onednn_ = std::make_shared<onednn::Convolution>(onednn::ConvGeometry{in_, out_, k_, stride_, pad_, has_bias_});
   Tensor y({x.dim(0), out_, oh, ow});
   onednn_->forward(x.data(), x.dim(0), x.dim(2), x.dim(3), weight.value.data(), has_bias_ ? bias.value.data() : nullptr,
                    y.data(), ctx.training);

@@ -2,8 +2,6 @@
 // batch split over the calling thread's team, reorders between plain and oneDNN's formats.
 #include "gradsync/trainer/onednn.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <gradsync/core/error.hpp>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -26,16 +24,6 @@ const dnnl::engine& engine() {
   return e;
 }
 
-// oneDNN sizes its work for omp_get_max_threads() when a primitive is created and runs with it;
-// that is a per-thread setting, held at 1 in every thread that creates or runs a primitive here.
-void one_openmp_thread() {
-  thread_local const bool set = [] {
-    omp_set_num_threads(1);
-    return true;
-  }();
-  (void)set;
-}
-
 dnnl::stream& stream() {
   thread_local dnnl::stream s(engine());
   return s;
@@ -53,6 +41,9 @@ dnnl::memory wrap(const md& d, const void* p) { return dnnl::memory(d, engine(),
 /// Floats enough for `d` (oneDNN's blocked formats pad channels up to the block).
 std::size_t floats(const md& d) { return (d.get_size() + sizeof(float) - 1) / sizeof(float); }
 
+/// A scratchpad of `bytes` (pooled host memory: the same sizes come back every iteration).
+Buffer<float> scratchpad(std::size_t bytes) { return Buffer<float>(bytes / sizeof(float) + 1); }
+
 /// A primitive and the scratchpad it needs.
 struct Step {
   dnnl::primitive prim;
@@ -63,19 +54,23 @@ struct Step {
     return {Primitive(pd), pd.scratchpad_desc().get_size()};
   }
   void run(std::unordered_map<int, dnnl::memory> args, Buffer<float>& scratch_space) const {
-    if (scratch) args.emplace(DNNL_ARG_SCRATCHPAD, wrap(md({dims::value_type(scratch)}, dnnl::memory::data_type::u8, tag::x),
-                                                        scratch_space.data()));
+    if (scratch) {
+      const md bytes({dims::value_type(scratch)}, dnnl::memory::data_type::u8, tag::x);
+      args.emplace(DNNL_ARG_SCRATCHPAD, wrap(bytes, scratch_space.data()));
+    }
     prim.execute(stream(), args);
     stream().wait();
   }
 };
 
-/// A reorder from `from` to `to`, adding to what `to` holds when `accumulate`; none (an empty
-/// step) when the formats agree and nothing is added.
-Step reorder(const md& from, const md& to, bool accumulate = false) {
-  if (from == to && !accumulate) return {};
+/// if_needed: none (an empty step) when the formats agree; always: a copy then; accumulate: adds
+/// to what `to` holds.
+enum class Reorder { if_needed, always, accumulate };
+
+Step reorder(const md& from, const md& to, Reorder how = Reorder::if_needed) {
+  if (from == to && how == Reorder::if_needed) return {};
   dnnl::primitive_attr attr = user_scratchpad();
-  if (accumulate) {
+  if (how == Reorder::accumulate) {
     dnnl::post_ops ops;
     ops.append_sum(1.0f);
     attr.set_post_ops(ops);
@@ -85,7 +80,8 @@ Step reorder(const md& from, const md& to, bool accumulate = false) {
 
 /// Runs `s` from `src` (format `from`) into `dst` (format `to`) and returns dst; without a step
 /// (same format) returns src untouched.
-const float* convert(const Step& s, const md& from, const float* src, const md& to, float* dst, Buffer<float>& scratch) {
+const float* convert(const Step& s, const md& from, const float* src, const md& to, float* dst,
+                     Buffer<float>& scratch) {
   if (!s) return src;
   s.run({{DNNL_ARG_FROM, wrap(from, src)}, {DNNL_ARG_TO, wrap(to, dst)}}, scratch);
   return dst;
@@ -151,7 +147,7 @@ Plan::Slice make_slice(const ConvGeometry& g, std::size_t images, std::size_t h,
   s.fwd = Step::of<dnnl::convolution_forward>(s.fwd_pd);
   s.data = Step::of<dnnl::convolution_backward_data>(s.data_pd);
   s.grad = Step::of<dnnl::convolution_backward_weights>(s.weights_pd);
-  s.x_in = Step::of<dnnl::reorder>(dnnl::reorder::primitive_desc(engine(), s.x, engine(), s.fwd_pd.src_desc(), user_scratchpad()));
+  s.x_in = reorder(s.x, s.fwd_pd.src_desc(), Reorder::always);
   s.kept_to_grad = reorder(s.fwd_pd.src_desc(), s.weights_pd.src_desc());
   s.y_out = reorder(s.fwd_pd.dst_desc(), s.y);
   s.dy_grad = reorder(s.y, s.weights_pd.diff_dst_desc());
@@ -159,9 +155,8 @@ Plan::Slice make_slice(const ConvGeometry& g, std::size_t images, std::size_t h,
   s.dx_out = reorder(s.data_pd.diff_src_desc(), s.x);
   s.w_fwd = reorder(s.weights, s.fwd_pd.weights_desc());
   s.w_data = reorder(s.weights, s.data_pd.weights_desc());
-  s.dw_set = Step::of<dnnl::reorder>(dnnl::reorder::primitive_desc(engine(), s.weights_pd.diff_weights_desc(), engine(), s.weights,
-                                                    user_scratchpad()));
-  s.dw_add = reorder(s.weights_pd.diff_weights_desc(), s.weights, true);
+  s.dw_set = reorder(s.weights_pd.diff_weights_desc(), s.weights, Reorder::always);
+  s.dw_add = reorder(s.weights_pd.diff_weights_desc(), s.weights, Reorder::accumulate);
   for (const Step* st : {&s.fwd, &s.data, &s.grad, &s.x_in, &s.kept_to_grad, &s.y_out, &s.dy_grad, &s.dy_data,
                          &s.dx_out, &s.w_fwd, &s.w_data, &s.dw_set, &s.dw_add})
     s.scratch = std::max(s.scratch, st->scratch);
@@ -174,11 +169,12 @@ template <class F>
 void each_member(Plan& p, const F& body) {
   if (p.members.size() == 1) return body(p.members[0]);
   const auto part = [&](std::size_t t, std::size_t) {
-    one_openmp_thread();
+    single_threaded();
     if (t < p.members.size()) body(p.members[t]);
   };
-  host::run_team([](const void* c, std::size_t t, std::size_t team) { (*static_cast<const decltype(part)*>(c))(t, team); },
-                 &part);
+  host::run_team(
+      [](const void* c, std::size_t t, std::size_t team) { (*static_cast<const decltype(part)*>(c))(t, team); },
+      &part);
 }
 }  // namespace
 
@@ -186,7 +182,7 @@ Convolution::Convolution(ConvGeometry g) : g_(g) {}
 Convolution::~Convolution() = default;
 
 Plan& Convolution::plan_for(std::size_t n, std::size_t h, std::size_t w) {
-  one_openmp_thread();
+  single_threaded();
   const std::size_t team = std::size_t(host::threads());
   for (auto& p : plans_)
     if (p->n == n && p->h == h && p->w == w && p->team == team) return *p;
@@ -201,7 +197,8 @@ Plan& Convolution::plan_for(std::size_t n, std::size_t h, std::size_t w) {
   try {
     for (std::size_t t = 0; t < parts; ++t) {
       const std::size_t first = n * t / parts, images = n * (t + 1) / parts - first;
-      auto same = std::find_if(p->slices.begin(), p->slices.end(), [&](const Plan::Slice& s) { return s.images == images; });
+      auto same = std::find_if(p->slices.begin(), p->slices.end(),
+                               [&](const Plan::Slice& s) { return s.images == images; });
       if (same == p->slices.end()) {
         p->slices.push_back(make_slice(g_, images, h, w, p->oh, p->ow));
         same = p->slices.end() - 1;
@@ -223,15 +220,16 @@ void Convolution::forward(const float* x, std::size_t n, std::size_t h, std::siz
   Plan& p = plan_for(n, h, w);
   const std::size_t x_image = g_.in * h * w, y_image = g_.out * p.oh * p.ow;
   for (auto& s : p.slices) {  // this call's weights in each slice's format, once per slice size
-    Buffer<float> scratch(s.w_fwd.scratch / sizeof(float) + 1);
+    Buffer<float> scratch = scratchpad(s.w_fwd.scratch);
     if (s.w_fwd) s.w_fwd_space.resize(floats(s.fwd_pd.weights_desc()));
     convert(s.w_fwd, s.weights, weight, s.fwd_pd.weights_desc(), s.w_fwd_space.data(), scratch);
   }
   each_member(p, [&](Plan::Member& m) {
     const Plan::Slice& s = p.slices[m.slice];
-    Buffer<float> scratch(s.scratch / sizeof(float) + 1), y_space;
+    Buffer<float> scratch = scratchpad(s.scratch), y_space;
     m.kept.resize(floats(s.fwd_pd.src_desc()));
-    s.x_in.run({{DNNL_ARG_FROM, wrap(s.x, x + m.first * x_image)}, {DNNL_ARG_TO, wrap(s.fwd_pd.src_desc(), m.kept.data())}},
+    s.x_in.run({{DNNL_ARG_FROM, wrap(s.x, x + m.first * x_image)},
+                {DNNL_ARG_TO, wrap(s.fwd_pd.src_desc(), m.kept.data())}},
                scratch);
     float* y_slice = y + m.first * y_image;
     if (s.y_out) y_space.resize(floats(s.fwd_pd.dst_desc()));
@@ -256,7 +254,7 @@ void Convolution::backward_weights(const float* dy, float* dweight, float* dbias
   each_member(p, [&](Plan::Member& m) {
     const Plan::Slice& s = p.slices[m.slice];
     const md& dw_format = s.weights_pd.diff_weights_desc();
-    Buffer<float> scratch(s.scratch / sizeof(float) + 1), src_space;
+    Buffer<float> scratch = scratchpad(s.scratch), src_space;
     const float* src = m.kept.data();
     if (s.kept_to_grad) {
       src_space.resize(floats(s.weights_pd.src_desc()));
@@ -269,9 +267,10 @@ void Convolution::backward_weights(const float* dy, float* dweight, float* dbias
     const bool direct = alone && dw_format == s.weights;
     if (!direct) m.dw.resize(floats(dw_format));
     if (g_.bias && !alone) m.db.resize(g_.out);
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, wrap(s.weights_pd.src_desc(), src)},
-                                               {DNNL_ARG_DIFF_DST, wrap(s.weights_pd.diff_dst_desc(), diff_dst)},
-                                               {DNNL_ARG_DIFF_WEIGHTS, wrap(dw_format, direct ? dweight : m.dw.data())}};
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, wrap(s.weights_pd.src_desc(), src)},
+        {DNNL_ARG_DIFF_DST, wrap(s.weights_pd.diff_dst_desc(), diff_dst)},
+        {DNNL_ARG_DIFF_WEIGHTS, wrap(dw_format, direct ? dweight : m.dw.data())}};
     if (g_.bias) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(s.bias, alone ? dbias : m.db.data()));
     s.grad.run(std::move(args), scratch);
   });
@@ -280,9 +279,10 @@ void Convolution::backward_weights(const float* dy, float* dweight, float* dbias
     const Plan::Member& m = p.members[t];
     const Plan::Slice& s = p.slices[m.slice];
     if (m.dw.empty()) continue;  // written directly
-    Buffer<float> scratch(s.scratch / sizeof(float) + 1);
+    Buffer<float> scratch = scratchpad(s.scratch);
     (t == 0 ? s.dw_set : s.dw_add)
-        .run({{DNNL_ARG_FROM, wrap(s.weights_pd.diff_weights_desc(), m.dw.data())}, {DNNL_ARG_TO, wrap(s.weights, dweight)}},
+        .run({{DNNL_ARG_FROM, wrap(s.weights_pd.diff_weights_desc(), m.dw.data())},
+              {DNNL_ARG_TO, wrap(s.weights, dweight)}},
              scratch);
     if (g_.bias && !alone)
       for (std::size_t o = 0; o < g_.out; ++o) dbias[o] = t == 0 ? m.db[o] : dbias[o] + m.db[o];
@@ -294,13 +294,13 @@ void Convolution::backward_data(const float* dy, const float* weight, float* dx)
   Plan& p = *last_;
   const std::size_t x_image = g_.in * p.h * p.w, y_image = g_.out * p.oh * p.ow;
   for (auto& s : p.slices) {
-    Buffer<float> scratch(s.w_data.scratch / sizeof(float) + 1);
+    Buffer<float> scratch = scratchpad(s.w_data.scratch);
     if (s.w_data) s.w_data_space.resize(floats(s.data_pd.weights_desc()));
     convert(s.w_data, s.weights, weight, s.data_pd.weights_desc(), s.w_data_space.data(), scratch);
   }
   each_member(p, [&](Plan::Member& m) {
     const Plan::Slice& s = p.slices[m.slice];
-    Buffer<float> scratch(s.scratch / sizeof(float) + 1), dy_space, dx_space;
+    Buffer<float> scratch = scratchpad(s.scratch), dy_space, dx_space;
     const float* diff_dst = dy + m.first * y_image;
     if (s.dy_data && s.data_pd.diff_dst_desc() == s.weights_pd.diff_dst_desc()) {
       diff_dst = m.dy.data();  // reordered by backward_weights already

@@ -1,6 +1,7 @@
 #pragma once
-// oneDNN (Debian's libdnnl, the library behind PyTorch's CPU convolutions) for the host build.
-// Host-only: the device build (GRADSYNC_TRAINER_CUDA) neither includes nor links it.
+// oneDNN (Debian's libdnnl, the library behind PyTorch's CPU convolutions) for the host build:
+// the convolutions and every GEMM (host::gemm). Host-only: the device build
+// (GRADSYNC_TRAINER_CUDA) neither includes nor links it.
 //
 // Tensors go in and come out plain (NCHW activations, OIHW weights, fp32 contiguous): the
 // gradients handed to the synchronizer keep their layout. Inside, each primitive works in the
@@ -17,6 +18,17 @@
 #include <vector>
 
 namespace gradsync::trainer::onednn {
+
+/// Holds oneDNN's OpenMP runtime at one thread for the calling thread (OpenMP's thread count is a
+/// per-thread setting, read when a primitive is created and when it runs): call it in every
+/// thread before oneDNN works there.
+void single_threaded();
+
+/// Row-major C[m x n] = alpha * op(A) * op(B) + beta * C on the calling thread alone (oneDNN's
+/// sgemm, its JIT kernels); lda/ldb/ldc are the row strides as stored. host::gemm splits large
+/// products over the team with it.
+void gemm(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
+          std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc);
 
 /// A 2-D convolution's fixed geometry (square kernel, equal stride and padding on both axes).
 struct ConvGeometry {
