@@ -111,6 +111,26 @@ TEST_CASE("oneDNN picks optimized kernels, not its reference ones", "[trainer][o
   }
 }
 
+TEST_CASE("oneDNN convolution: an evaluation between forward and backward is refused, then training goes on",
+          "[trainer][onednn]") {
+  const Geometry g{4, 3, 16, 9, 9, 3, 1, 1, true};
+  Conv2d conv("conv", g.in, g.out, g.k, g.s, g.p, g.bias), ref("ref", g.in, g.out, g.k, g.s, g.p, g.bias);
+  init(conv, 9);
+  init(ref, 9);
+  ref.set_lowering(Conv2d::Lowering::per_image);
+  Context train{.training = true}, eval{};
+  const Tensor x = random_tensor({g.n, g.in, g.h, g.w}, 10), big = random_tensor({7, g.in, g.h, g.w}, 11);
+  require_close(conv.forward(big, eval), ref.forward(big, eval), "evaluation output, another batch size");
+  const Tensor y = conv.forward(x, train);
+  conv.forward(big, eval);
+  const Tensor dy = random_tensor(y.shape(), 12);
+  REQUIRE_THROWS_WITH(conv.backward(dy, train), Catch::Contains("no training forward"));
+  conv.forward(x, train);
+  ref.forward(x, train);
+  require_close(conv.backward(dy, train), ref.backward(dy, train), "input gradient");
+  require_close(conv.weight.grad, ref.weight.grad, "weight gradient");
+}
+
 TEST_CASE("oneDNN convolution: backward without a training forward is refused", "[trainer][onednn]") {
   onednn::Convolution conv({.in = 2, .out = 2, .kernel = 1});
   const Tensor x = random_tensor({1, 2, 3, 3}, 5), w = random_tensor({2, 2, 1, 1}, 6);

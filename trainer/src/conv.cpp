@@ -195,7 +195,7 @@ Tensor Conv2d::onednn_forward(const Tensor& x, std::size_t oh, std::size_t ow, C
 }
 
 Tensor Conv2d::onednn_backward(const Tensor& dy, Context& ctx) {
-  if (!onednn_) throw UsageError(name() + ": backward before a training forward");
+  if (!onednn_) throw UsageError(name() + ": backward before any forward; run a training forward first");
   onednn_->backward_weights(dy.data(), weight.grad.data(), has_bias_ ? bias.grad.data() : nullptr);
   grads_ready(ctx);  // parameter gradients first: the synchronizer starts on them meanwhile
   const auto in = onednn_->input();

@@ -179,6 +179,13 @@ void each_member(Plan& p, const F& body) {
 }  // namespace
 
 Convolution::Convolution(ConvGeometry g) : g_(g) {}
+
+void Convolution::require_training_forward(const char* what) const {
+  if (!trained_)
+    throw UsageError(std::string("convolution ") + what +
+                     ": no training forward to differentiate (the last forward was an evaluation, or none ran); "
+                     "run forward with Context::training first");
+}
 Convolution::~Convolution() = default;
 
 Plan& Convolution::plan_for(std::size_t n, std::size_t h, std::size_t w) {
@@ -226,16 +233,18 @@ void Convolution::forward(const float* x, std::size_t n, std::size_t h, std::siz
   }
   each_member(p, [&](Plan::Member& m) {
     const Plan::Slice& s = p.slices[m.slice];
-    Buffer<float> scratch = scratchpad(s.scratch), y_space;
-    m.kept.resize(floats(s.fwd_pd.src_desc()));
+    Buffer<float> scratch = scratchpad(s.scratch), y_space, src_space;
+    // Training keeps the input for the weight gradient; evaluation (large batches) only borrows.
+    Buffer<float>& src = training ? m.kept : src_space;
+    src.resize(floats(s.fwd_pd.src_desc()));
     s.x_in.run({{DNNL_ARG_FROM, wrap(s.x, x + m.first * x_image)},
-                {DNNL_ARG_TO, wrap(s.fwd_pd.src_desc(), m.kept.data())}},
+                {DNNL_ARG_TO, wrap(s.fwd_pd.src_desc(), src.data())}},
                scratch);
     float* y_slice = y + m.first * y_image;
     if (s.y_out) y_space.resize(floats(s.fwd_pd.dst_desc()));
     float* dst = s.y_out ? y_space.data() : y_slice;
     std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC, wrap(s.fwd_pd.src_desc(), m.kept.data())},
+        {DNNL_ARG_SRC, wrap(s.fwd_pd.src_desc(), src.data())},
         {DNNL_ARG_WEIGHTS, wrap(s.fwd_pd.weights_desc(), s.w_fwd ? s.w_fwd_space.data() : weight)},
         {DNNL_ARG_DST, wrap(s.fwd_pd.dst_desc(), dst)}};
     if (g_.bias) args.emplace(DNNL_ARG_BIAS, wrap(s.bias, bias));
@@ -247,7 +256,7 @@ void Convolution::forward(const float* x, std::size_t n, std::size_t h, std::siz
 }
 
 void Convolution::backward_weights(const float* dy, float* dweight, float* dbias) {
-  if (!trained_) throw UsageError("Convolution::backward_weights: no training forward to differentiate");
+  require_training_forward("backward_weights");
   Plan& p = *last_;
   const std::size_t y_image = g_.out * p.oh * p.ow;
   const bool alone = p.members.size() == 1;
@@ -290,7 +299,7 @@ void Convolution::backward_weights(const float* dy, float* dweight, float* dbias
 }
 
 void Convolution::backward_data(const float* dy, const float* weight, float* dx) {
-  if (!trained_) throw UsageError("Convolution::backward_data: no training forward to differentiate");
+  require_training_forward("backward_data");
   Plan& p = *last_;
   const std::size_t x_image = g_.in * p.h * p.w, y_image = g_.out * p.oh * p.ow;
   for (auto& s : p.slices) {

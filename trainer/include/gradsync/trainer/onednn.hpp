@@ -37,7 +37,7 @@ struct ConvGeometry {
 };
 
 /// oneDNN primitives for one convolution layer, created once per input shape (and team size)
-/// and kept. Holds the last training forward's input, in the format its weight gradient wants.
+/// and kept. Holds the last training forward's input (in the forward's format) for the weight gradient.
 ///
 /// \code
 ///   onednn::Convolution conv({.in = 16, .out = 32, .kernel = 3, .stride = 1, .pad = 1});
@@ -74,6 +74,7 @@ class Convolution {
 
  private:
   Plan& plan_for(std::size_t n, std::size_t h, std::size_t w);
+  void require_training_forward(const char* what) const;
 
   ConvGeometry g_;
   std::vector<std::unique_ptr<Plan>> plans_;  // one per (input shape, team size) seen
