@@ -1,10 +1,12 @@
-// Forward+backward time per batch of this trainer next to PyTorch (Debian's python3-torch, oneDNN)
-// on the same models and shapes: vgg11 and resnet20 on 1x28x28, batch 32, one thread by default.
-// The PyTorch side is trainer_vs_pytorch.py, run in the same invocation on OpenBLAS (it installs
-// and checks it: ../torch_blas.py, whose line heads the output); without PyTorch the trainer's
-// figures are still printed.
+// Forward+backward time per batch of this trainer next to PyTorch (Debian's python3-torch, oneDNN
+// convolutions) on the same models and shapes: resnet20, vgg11, alexnet-bn and lstm on 1x28x28,
+// batch 32, at 1 and 2 threads. The PyTorch side is trainer_vs_pytorch.py, run in the same
+// invocation (after ours); it reports the BLAS torch loaded, since Debian's torch takes whichever
+// libblas.so.3 is installed and only OpenBLAS (libopenblas0-pthread) makes it a fair peer:
+// run.sh installs that first. Without PyTorch the trainer's figures are still printed.
 //
-//   trainer_vs_pytorch [--batch 32] [--threads 1] [--reps 10] [--models vgg11,resnet20] [--python /usr/bin/python3]
+//   trainer_vs_pytorch [--batch 32] [--threads 1,2] [--reps 10] [--models resnet20,vgg11,alexnet-bn,lstm]
+//                      [--python /usr/bin/python3]
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -14,6 +16,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gradsync/trainer/backend.hpp"
@@ -64,25 +67,40 @@ Timing time_trainer(const std::string& name, std::size_t batch, int reps) {
   return {best(walls), best(cpus)};
 }
 
-// Runs the PyTorch script; returns model -> best seconds ("name wall cpu" lines).
-std::map<std::string, Timing> time_pytorch(const std::string& python, const std::string& models, std::size_t batch,
-                                           int threads, int reps) {
-  std::map<std::string, Timing> out;
+struct Torch {
+  std::string blas = "unknown", blas_rate = "-";       // the library torch loaded, 1-thread GFLOP/s
+  std::map<std::pair<std::string, int>, Timing> times;  // (model, threads) -> best seconds
+};
+
+// Runs the PyTorch script ("blas LIB GFLOPS" then "name threads wall cpu" lines).
+Torch time_pytorch(const std::string& python, const std::string& models, std::size_t batch,
+                   const std::string& threads, int reps) {
+  Torch out;
   const std::string cmd = python + " " + GRADSYNC_PYTORCH_SCRIPT + " --models " + models + " --batch " +
-                          std::to_string(batch) + " --threads " + std::to_string(threads) + " --reps " +
-                          std::to_string(reps);
+                          std::to_string(batch) + " --threads " + threads + " --reps " + std::to_string(reps);
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return out;
   std::array<char, 512> line{};
   while (fgets(line.data(), line.size(), p)) {
     std::istringstream in(line.data());
     std::string name;
-    Timing t;
-    if (line[0] == '#') std::fputs(line.data(), stdout);  // the PyTorch side's version and BLAS, for the table
-    else if (in >> name >> t.wall >> t.cpu) out[name] = t;
+    int t = 0;
+    Timing time;
+    if (std::string(line.data()).rfind("blas ", 0) == 0) in >> name >> out.blas >> out.blas_rate;
+    else if (in >> name >> t >> time.wall >> time.cpu) out.times[{name, t}] = time;
     else std::fputs(line.data(), stderr);
   }
   if (pclose(p) != 0) std::fprintf(stderr, "note: the PyTorch side failed (is python3-torch installed?)\n");
+  return out;
+}
+
+std::vector<std::string> split(const std::string& list) {
+  std::vector<std::string> out;
+  for (std::stringstream ss(list); ss.good();) {
+    std::string n;
+    std::getline(ss, n, ',');
+    if (!n.empty()) out.push_back(n);
+  }
   return out;
 }
 
@@ -90,12 +108,12 @@ std::map<std::string, Timing> time_pytorch(const std::string& python, const std:
 
 int main(int argc, char** argv) {
   std::size_t batch = 32;
-  int threads = 1, reps = 10;
-  std::string models = "vgg11,resnet20", python = "/usr/bin/python3";
+  int reps = 10;
+  std::string models = "resnet20,vgg11,alexnet-bn,lstm", threads = "1,2", python = "/usr/bin/python3";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--batch") batch = std::stoul(v);
-    else if (k == "--threads") threads = std::stoi(v);
+    else if (k == "--threads") threads = v;
     else if (k == "--reps") reps = std::stoi(v);
     else if (k == "--models") models = v;
     else if (k == "--python") python = v;
@@ -104,30 +122,33 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  backend::set_threads(threads);
-  std::vector<std::string> names;
-  for (std::stringstream ss(models); ss.good();) {
-    std::string n;
-    std::getline(ss, n, ',');
-    if (!n.empty()) names.push_back(n);
+  const std::vector<std::string> names = split(models);
+  std::vector<int> counts;
+  for (const auto& t : split(threads)) counts.push_back(std::stoi(t));
+  std::map<std::pair<std::string, int>, Timing> ours;
+  for (int t : counts) {
+    backend::set_threads(t);
+    for (const auto& n : names) ours[{n, t}] = time_trainer(n, batch, reps);
   }
-  std::map<std::string, Timing> ours;
-  for (const auto& n : names) ours[n] = time_trainer(n, batch, reps);
-  const auto torch = time_pytorch(python, models, batch, threads, reps);
-  std::printf("forward+backward per batch: 1x28x28, batch %zu, %d thread(s), best of %d (seconds)\n", batch,
-              threads, reps);
-  std::printf("%-10s %10s %10s %10s %10s %8s %8s\n", "model", "ours wall", "ours cpu", "torch wall", "torch cpu",
-              "ratio w", "ratio c");
-  for (const auto& n : names) {
-    const Timing o = ours[n];
-    auto it = torch.find(n);
-    if (it == torch.end()) {
-      std::printf("%-10s %10.4f %10.4f %10s %10s %8s %8s\n", n.c_str(), o.wall, o.cpu, "-", "-", "-", "-");
-    } else {
-      const Timing t = it->second;
-      std::printf("%-10s %10.4f %10.4f %10.4f %10.4f %8.2f %8.2f\n", n.c_str(), o.wall, o.cpu, t.wall, t.cpu,
-                  o.wall / t.wall, o.cpu / t.cpu);
+  const Torch torch = time_pytorch(python, models, batch, threads, reps);
+  std::printf("forward+backward per batch: 1x28x28, batch %zu, best of %d (seconds); ratio = ours / PyTorch\n", batch,
+              reps);
+  const bool openblas = torch.blas.find("openblas") != std::string::npos;
+  std::printf("PyTorch's BLAS: %s, %s GFLOP/s at 1 thread%s\n", torch.blas.c_str(), torch.blas_rate.c_str(),
+              openblas ? "" : "  (NOT OpenBLAS: install libopenblas0-pthread (run.sh does); the peer is handicapped)");
+  std::printf("%-10s %7s %10s %10s %10s %10s %8s %8s\n", "model", "threads", "ours wall", "ours cpu", "torch wall",
+              "torch cpu", "ratio w", "ratio c");
+  for (int t : counts)
+    for (const auto& n : names) {
+      const Timing o = ours[{n, t}];
+      auto it = torch.times.find({n, t});
+      if (it == torch.times.end()) {
+        std::printf("%-10s %7d %10.4f %10.4f %10s %10s %8s %8s\n", n.c_str(), t, o.wall, o.cpu, "-", "-", "-", "-");
+      } else {
+        const Timing p = it->second;
+        std::printf("%-10s %7d %10.4f %10.4f %10.4f %10.4f %8.2f %8.2f\n", n.c_str(), t, o.wall, o.cpu, p.wall, p.cpu,
+                    o.wall / p.wall, o.cpu / p.cpu);
+      }
     }
-  }
   return 0;
 }

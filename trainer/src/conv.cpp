@@ -4,6 +4,9 @@
 
 #include "gradsync/trainer/kernels.hpp"
 #include "gradsync/trainer/layers.hpp"
+#if !defined(GRADSYNC_TRAINER_CUDA)
+#include "gradsync/trainer/onednn.hpp"
+#endif
 
 namespace gradsync::trainer {
 
@@ -54,16 +57,19 @@ Tensor Conv2d::do_forward(const Tensor& x, Context& ctx) {
   if (h + 2 * pad_ < k_ || w + 2 * pad_ < k_)
     throw UsageError(name() + ": input " + to_string(x.shape()) + " is smaller than the kernel");
   const std::size_t oh = (h + 2 * pad_ - k_) / stride_ + 1, ow = (w + 2 * pad_ - k_) / stride_ + 1;
-  Tensor y({n, out_, oh, ow});
 #if defined(GRADSYNC_TRAINER_CUDNN)
   if (lowering_ == Lowering::automatic) {
+    Tensor y({n, out_, oh, ow});
     cudnn_.forward(x, weight.value, has_bias_ ? bias.value.data() : nullptr, y);
     if (ctx.training) input_ = x;
     return y;
   }
+#elif !defined(GRADSYNC_TRAINER_CUDA)
+  if (lowering_ == Lowering::automatic) return onednn_forward(x, oh, ow, ctx);
 #endif
   const std::size_t rows = in_ * k_ * k_, s = oh * ow;
-  const std::size_t nb_max = per_image(s) ? 1 : chunk_images(n, rows, s);
+  const std::size_t nb_max = per_image() ? 1 : chunk_images(n, rows, s);
+  Tensor y({n, out_, oh, ow});
   if (nb_max == 1 && stride_ == 1) {  // padded-width form (kernels.hpp): contiguous im2col rows
     const Shifted g = shifted(h, w, oh);
     for (std::size_t i = 0; i < n; ++i) {
@@ -110,10 +116,12 @@ Tensor Conv2d::backward(const Tensor& dy, Context& ctx) {
     cudnn_.backward_data(weight.value, dy, dx);
     return dx;
   }
+#elif !defined(GRADSYNC_TRAINER_CUDA)
+  if (lowering_ == Lowering::automatic) return onednn_backward(dy, ctx);
 #endif
   const std::size_t n = input_.dim(0), h = input_.dim(2), w = input_.dim(3);
   const std::size_t oh = dy.dim(2), ow = dy.dim(3), s = oh * ow, rows = in_ * k_ * k_;
-  const std::size_t nb_max = per_image(s) ? 1 : chunk_images(n, rows, s);
+  const std::size_t nb_max = per_image() ? 1 : chunk_images(n, rows, s);
   auto im2col = [&](std::size_t b0, std::size_t nb) {
     backend::for_each_2d(nb * rows, s, kernels::Im2col{input_.data() + b0 * in_ * h * w, col_.data(), in_, h, w, k_,
                                                        stride_, pad_, oh, ow, nb * s});
@@ -190,5 +198,26 @@ Tensor Conv2d::backward(const Tensor& dy, Context& ctx) {
   }
   return dx;
 }
+
+#if !defined(GRADSYNC_TRAINER_CUDA)
+Tensor Conv2d::onednn_forward(const Tensor& x, std::size_t oh, std::size_t ow, Context& ctx) {
+  if (!onednn_)
+    onednn_ = std::make_shared<onednn::Convolution>(onednn::ConvGeometry{in_, out_, k_, stride_, pad_, has_bias_});
+  Tensor y({x.dim(0), out_, oh, ow});
+  onednn_->forward(x.data(), x.dim(0), x.dim(2), x.dim(3), weight.value.data(), has_bias_ ? bias.value.data() : nullptr,
+                   y.data(), ctx.training);
+  return y;
+}
+
+Tensor Conv2d::onednn_backward(const Tensor& dy, Context& ctx) {
+  if (!onednn_) throw UsageError(name() + ": backward before any forward; run a training forward first");
+  onednn_->backward_weights(dy.data(), weight.grad.data(), has_bias_ ? bias.grad.data() : nullptr);
+  grads_ready(ctx);  // parameter gradients first: the synchronizer starts on them meanwhile
+  const auto in = onednn_->input();
+  Tensor dx({in.n, in_, in.h, in.w});
+  onednn_->backward_data(dy.data(), weight.value.data(), dx.data());
+  return dx;
+}
+#endif
 
 }  // namespace gradsync::trainer

@@ -2,6 +2,7 @@
 // The layers. Shapes: images NCHW, sequences [N, T, F], token ids [N, T] (stored as floats).
 // Each layer keeps what its backward needs from the last training forward.
 #include <cstdint>
+#include <memory>
 
 #include "gradsync/trainer/module.hpp"
 #if defined(GRADSYNC_TRAINER_CUDNN)
@@ -10,7 +11,12 @@
 
 namespace gradsync::trainer {
 
-/// 2-D convolution by im2col + GEMM over the whole batch (one large GEMM instead of N thin ones).
+namespace onednn {
+class Convolution;  // onednn.hpp: the host build's convolution engine
+}
+
+/// 2-D convolution: through oneDNN on the host (onednn.hpp), cuDNN on a GPU (cudnn.hpp), or im2col + GEMM, and
+/// wherever the im2col lowering is pinned (the reference the tests compare oneDNN with).
 class Conv2d final : public Module {
  public:
   Conv2d(std::string name, std::size_t in, std::size_t out, std::size_t kernel, std::size_t stride = 1,
@@ -18,13 +24,12 @@ class Conv2d final : public Module {
   Tensor backward(const Tensor& dy, Context& ctx) override;
   Param weight, bias;  ///< weight [out, in, k, k]; bias [out] (empty when disabled)
 
-  /// How the convolution becomes GEMMs over im2col columns. per_image: one image at a time, its
-  /// column matrix still in cache for the product, straight into and out of NCHW (large maps;
-  /// with stride 1 in padded-width form, see kernels.hpp);
-  /// batched: many images side by side, so small maps still give wide products. automatic picks
-  /// per_image for output maps of at least 64 positions on the host, cuDNN on a GPU (cudnn.hpp;
-  /// batched in a device build without cuDNN). All compute the same thing; tests pin each to
-  /// compare them.
+  /// How the convolution is computed. automatic: oneDNN on the host, cuDNN on a GPU (cudnn.hpp;
+  /// batched im2col in a device build without cuDNN). The im2col lowerings, as GEMMs over column
+  /// matrices: per_image: one image at a time, its column matrix still in cache for the product,
+  /// straight into and out of NCHW (with stride 1 in padded-width form, see kernels.hpp); batched:
+  /// many images side by side, so small maps still give wide products. All compute the same thing;
+  /// tests pin each to compare them.
   enum class Lowering { automatic, per_image, batched };
   void set_lowering(Lowering l) { lowering_ = l; }
 
@@ -32,14 +37,13 @@ class Conv2d final : public Module {
   Tensor do_forward(const Tensor& x, Context& ctx) override;
 
  private:
-  bool per_image([[maybe_unused]] std::size_t positions) const {  // unused on a GPU
-#if defined(GRADSYNC_TRAINER_CUDA)
-    // A GPU wants few wide launches: one image at a time leaves it idle between small kernels.
-    return lowering_ == Lowering::per_image;
-#else
-    return lowering_ == Lowering::per_image || (lowering_ == Lowering::automatic && positions >= 64);
+  // A GPU wants few wide launches (one image at a time leaves it idle between small kernels), so
+  // only a pinned lowering runs per image.
+  bool per_image() const { return lowering_ == Lowering::per_image; }
+#if !defined(GRADSYNC_TRAINER_CUDA)
+  Tensor onednn_forward(const Tensor& x, std::size_t oh, std::size_t ow, Context& ctx);
+  Tensor onednn_backward(const Tensor& dy, Context& ctx);
 #endif
-  }
   // Padded-width geometry of one image (stride 1, per image; kernels.hpp): row width, plane
   // size, output positions incl. junk columns. Sizes the buffers.
   struct Shifted {
@@ -59,6 +63,7 @@ class Conv2d final : public Module {
 #if defined(GRADSYNC_TRAINER_CUDNN)
   cudnn::Convolution cudnn_{in_, out_, k_, stride_, pad_};  // Lowering::automatic
 #endif
+  std::shared_ptr<onednn::Convolution> onednn_;  // host build, automatic lowering: made on first use
 };
 
 /// Batch normalization over N (and H, W) per channel; accepts [N, C] or [N, C, H, W].
