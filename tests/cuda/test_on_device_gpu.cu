@@ -9,7 +9,13 @@
 
 #include "support/device_runs.hpp"
 
-using namespace gradsync;
+// Names, not `using namespace gradsync`: nvcc's generated stub names libcu++'s ::cuda unqualified,
+// which gradsync::cuda would make ambiguous.
+using gradsync::AnySynchronizer;
+using gradsync::ModelLayout;
+using gradsync::PolicyNames;
+using gradsync::UsageError;
+namespace transport = gradsync::transport;
 using testing::Aggregates;
 
 namespace {
