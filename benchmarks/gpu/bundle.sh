@@ -82,6 +82,7 @@ done
 export LD_LIBRARY_PATH=$bundle/lib$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PATH=$bundle/ompi/bin:$PATH
 export OPAL_PREFIX=$bundle/ompi OPAL_SYSCONFDIR=$bundle/ompi/etc PMIX_INSTALL_PREFIX=$bundle/pmix
+export PMIX_MCA_mca_base_component_path=$bundle/pmix/lib/pmix  # not a PMIx of the machine's own
 export OPAL_PKGLIBDIR=$bundle/ompi/lib/x86_64-linux-gnu/openmpi/lib/openmpi3 OPAL_PKGDATADIR=$bundle/ompi/share/openmpi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 EOF

@@ -184,6 +184,7 @@ if [ -z "$host" ]; then
     answer="exit $rc. NCCL: \`$(grep -m1 'NCCL WARN' "$log" | cut -c1-200)\`; gradsync-train: \`$(grep -m1 'error:' "$log" | cut -c1-300)\`"
   fi
   set -e
+  cp "$log" "$(dirname "$out")/two_ranks_nccl.log"  # NCCL's own words, whatever they were
   report+=("" "## --collective nccl, 2 ranks on GPU 0" "" "$answer")
 fi
 
