@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <gradsync/codec/any.hpp>
+#include <gradsync/core/error.hpp>
 
 #include "codec/test_util.hpp"
 
@@ -66,6 +67,22 @@ inline Step host_step(const gradsync::codec::AnyCodec& c, std::span<const std::b
 /// The residual an encode of c uses in the tests: small values, or none.
 inline std::vector<float> residual_for(const gradsync::codec::AnyCodec& c, std::size_t n) {
   return c.needs_residual() ? test_util::gaussian(n, 5, 0.1f) : std::vector<float>{};
+}
+
+/// The host's wire form of v (encoded with a fresh residual where c keeps one).
+inline std::vector<std::byte> wire_of(const gradsync::codec::AnyCodec& c, std::span<const float> v) {
+  auto r = residual_for(c, v.size());
+  return test_util::encode(c, v, {.residual = r});
+}
+
+/// The host decoder's WireError message for `wire` (empty when it decodes).
+inline std::string host_error(const gradsync::codec::AnyCodec& c, std::span<const std::byte> wire, std::size_t n) {
+  try {
+    test_util::decode(c, wire, n);
+  } catch (const gradsync::WireError& e) {
+    return e.what();
+  }
+  return {};
 }
 
 /// One case (a codec, a unit size) and the host codec's answers for it: encode `v` with the

@@ -328,24 +328,19 @@ TEST_CASE("Top-k's device selection matches the host's on ties, zeros and equal 
     }
 }
 
-TEST_CASE("A bad device wire form throws the host decoder's WireError, output untouched", "[cuda][twin]") {
+TEST_CASE("A bad device wire form throws the host decoder's WireError, output untouched; later decodes still run",
+          "[cuda][twin]") {
   const std::size_t n = 5000;
   const auto v = device_cases::inputs(n, 3);
   for (const char* name : device_cases::codecs) {
     CAPTURE(name);
     const auto c = gc::AnyCodec::parse(name);
-    auto r = device_cases::residual_for(c, n);
-    const auto wire = test_util::encode(c, v, {.residual = r});
+    const auto wire = device_cases::wire_of(c, v);
     for (std::size_t byte = 0; byte < gc::header_bytes; ++byte) {  // every header field
       CAPTURE(byte);
       auto bad = wire;
       bad[byte] ^= std::byte{0x41};
-      std::string host_error;
-      try {
-        test_util::decode(c, bad, n);
-      } catch (const gradsync::WireError& e) {
-        host_error = e.what();
-      }
+      const std::string host_error = device_cases::host_error(c, bad, n);
       REQUIRE(!host_error.empty());
       auto acc = std::vector<float>(n, 2.0f), residual = std::vector<float>(n, 3.0f);
       std::vector<std::byte> out(c.encoded_bytes(n), std::byte{0x5a});
@@ -361,17 +356,26 @@ TEST_CASE("A bad device wire form throws the host decoder's WireError, output un
     const std::vector<std::byte> truncated(wire.begin(), wire.end() - 1);
     CHECK_THROWS_AS(twin<Op::decode>(c, {.acc = acc, .wire_in = truncated}), gradsync::WireError);
     CHECK_THROWS_AS(twin<Op::decode>(c, {.acc = acc, .wire_in = std::span(wire).first(15)}), gradsync::WireError);
+    // One status over several decodes: the first fault is reported, good decodes still run.
+    auto wrong_codec = wire, wrong_elements = wire;
+    wrong_codec[3] ^= std::byte{0x41};
+    wrong_elements[4] ^= std::byte{1};
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    HostBackend be;
+    const std::vector<std::byte>* calls[] = {&wrong_codec, &wrong_elements, &wire};
+    for (const auto* w : calls) cd::run<Op::decode_add>(c, {.acc = acc, .wire_in = *w}, be);
+    CHECK_THROWS_WITH(be.check(), device_cases::host_error(c, wrong_codec, n));
+    CHECK_NOTHROW(be.check());
+    // 0 + decode, not decode: +0.0f + -0.0f is +0.0f, and QSGD decodes a negative level 0 as -0.0f
+    std::vector<float> sum(n, 0.0f);
+    c.decode_add(wire, sum);
+    CHECK(same_bits(acc, sum));
   }
   // a top-k index out of order: the host's message, nothing touched
   const gc::AnyCodec c = gc::TopK{.ratio = 0.01f};
   auto wire = test_util::encode(c, v);
   gd::store(wire.data() + gc::header_bytes + 8, std::uint32_t{0});  // the third index not ascending
-  std::string host_error;
-  try {
-    test_util::decode(c, wire, n);
-  } catch (const gradsync::WireError& e) {
-    host_error = e.what();
-  }
+  const std::string host_error = device_cases::host_error(c, wire, n);
   REQUIRE_THAT(host_error, Catch::Contains("position 2"));
   auto acc = std::vector<float>(n, 2.0f);
   std::vector<std::byte> out(c.encoded_bytes(n));
