@@ -1,7 +1,9 @@
 #pragma once
-/// fp32, fp16 and bf16 on a GPU: one item of 8 consecutive elements per thread, so both sides
-/// move in 16-byte accesses (8 floats in two, 8 halves in one); the conversions are the host
-/// codec's own Format functions. The host twin runs the same functor over every item.
+/// fp32, fp16 and bf16 on a GPU: items of 8 consecutive elements, so both sides move in 16-byte
+/// accesses (8 floats in two, 8 halves in one); a thread loads all of its items before it uses
+/// any (narrow.cuh), so several 16-byte loads of each stream are in flight per thread. The
+/// conversions are the host codec's own Format functions. The host twin runs load and finish
+/// over every item.
 #include <cstddef>
 #include <cstdint>
 
@@ -29,30 +31,44 @@ struct NarrowItems {
 
   static std::size_t items(std::size_t n) { return (n + per_item - 1) / per_item; }
 
-  GRADSYNC_HD void operator()(std::size_t item) const {
+  /// An item's registers between its loads and its arithmetic: the wire words (decodes), the
+  /// source floats (in, or acc) and the residual (feedback); what an op does not use is dropped.
+  struct Loaded {
+    Word w[per_item] = {};  // zeros past the unit
+    float x[per_item] = {}, e[per_item] = {};
+  };
+
+  /// Issues every load of an item (the kernel issues several items' before using any).
+  GRADSYNC_HD void load(std::size_t item, Loaded& r) const {
     const std::size_t i0 = item * per_item;
-    const bool whole = b.vector && i0 + per_item <= b.n;
-    Word w[per_item] = {};
-    float dec[per_item] = {};
-    if constexpr (decodes(op)) {
-      load_words(b.wire_in + i0 * sizeof(Word), whole, i0, w);
-      for (std::size_t j = 0; j < per_item; ++j) dec[j] = Format::to_float(w[j]);
+    if constexpr (decodes(op)) load_words(b.wire_in + i0 * sizeof(Word), b.vector && i0 + per_item <= b.n, i0, r.w);
+    for (std::size_t q = 0; q < per_item; q += 4) {
+      if constexpr (encodes(op)) load_pass<op, Feedback, true>(b, i0 + q, r.x + q, r.e + q);
+      else if constexpr (op == Op::decode_add) load_quad<true>(b.acc, i0 + q, b.n, b.vector, r.x + q);
     }
+  }
+  /// The arithmetic and stores of an item loaded by load().
+  GRADSYNC_HD void finish(std::size_t item, Loaded& r) const {
+    const std::size_t i0 = item * per_item;
+    float dec[per_item] = {};
+    if constexpr (decodes(op))
+      for (std::size_t j = 0; j < per_item; ++j) dec[j] = Format::to_float(r.w[j]);
     for (std::size_t q = 0; q < per_item; q += 4) {
       const std::size_t i = i0 + q;
       if constexpr (!encodes(op)) {
-        decode_quad<op>(b, i, dec + q);
+        decode_quad<op, true>(b, i, dec + q, r.x + q);
       } else {
-        float x[4], d[4];
-        pass_quad<op, Feedback>(b, i, dec + q, x);
+        float* x = r.x + q;
+        float d[4];
+        combine_pass<op, Feedback>(b, i, dec + q, x, r.e + q);
         for (std::size_t c = 0; c < 4; ++c) {
-          w[q + c] = Format::from_float(x[c]);
-          d[c] = Format::to_float(w[q + c]);
+          r.w[q + c] = Format::from_float(x[c]);
+          d[c] = Format::to_float(r.w[q + c]);
         }
-        finish_quad<op, Feedback>(b, i, x, d);
+        finish_quad<op, Feedback, true>(b, i, x, d);
       }
     }
-    if constexpr (encodes(op)) store_words(b.wire_out + i0 * sizeof(Word), whole, i0, w);
+    if constexpr (encodes(op)) store_words(b.wire_out + i0 * sizeof(Word), b.vector && i0 + per_item <= b.n, i0, r.w);
   }
 
  private:
@@ -60,7 +76,7 @@ struct NarrowItems {
     if (whole) {
       for (std::size_t v = 0; v < per_item / vector_words; ++v) {
         std::uint32_t u[4];
-        load4(p + 16 * v, u);
+        load4<true>(p + 16 * v, u);
         for (std::size_t j = 0; j < vector_words; ++j)
           w[v * vector_words + j] = static_cast<Word>(u[j * sizeof(Word) / 4] >> (8 * (j * sizeof(Word) % 4)));
       }
@@ -74,7 +90,7 @@ struct NarrowItems {
         std::uint32_t u[4] = {};
         for (std::size_t j = 0; j < vector_words; ++j)
           u[j * sizeof(Word) / 4] |= static_cast<std::uint32_t>(w[v * vector_words + j]) << (8 * (j * sizeof(Word) % 4));
-        store4(p + 16 * v, u);
+        store4<true>(p + 16 * v, u);
       }
     } else {
       for (std::size_t j = 0; j < per_item && i0 + j < b.n; ++j) codec::detail::store(p + j * sizeof(Word), w[j]);

@@ -32,49 +32,64 @@ struct Buffers {
   bool vector = false;                 ///< the float buffers are 16-byte aligned: 16-byte accesses
 };
 
-/// Elements i..i+3 of what an encoding pass quantizes: the input, or (reduce) acc plus the
-/// decoded `dec`, divided by the divisor; with feedback plus the residual. (x + e: fp addition
-/// commutes, so this is ErrorFeedback's in + e and OneBit's and TopK's e + in alike.)
+/// What an encoding pass reads for elements i..i+3: the source (in, or acc for a reduce) and,
+/// with feedback, the residual (Once: evict-first, data the pass touches once).
+template <Op op, bool Feedback, bool Once = false>
+GRADSYNC_HD void load_pass(const Buffers& b, std::size_t i, float* x, float* e) {
+  load_quad<Once>(op == Op::reduce ? b.acc : b.in, i, b.n, b.vector, x);
+  if constexpr (Feedback) load_quad<Once>(b.residual, i, b.n, b.vector, e);
+}
+
+/// Elements i..i+3 of what an encoding pass quantizes, from what load_pass read (x, e): the
+/// input, or (reduce) acc plus the decoded `dec`, divided by the divisor; with feedback plus the
+/// residual. (x + e: fp addition commutes, so this is ErrorFeedback's in + e and OneBit's and
+/// TopK's e + in alike.)
 template <Op op, bool Feedback>
-GRADSYNC_HD void pass_quad(const Buffers& b, std::size_t i, const float* dec, float* x) {
-  load_quad(op == Op::reduce ? b.acc : b.in, i, b.n, b.vector, x);
+GRADSYNC_HD void combine_pass(const Buffers& b, std::size_t i, const float* dec, float* x, const float* e) {
   if constexpr (op == Op::reduce)
     for (int c = 0; c < 4; ++c) {
       x[c] = x[c] + dec[c];
       if (b.divisor != 1.0f) x[c] = x[c] / b.divisor;
     }
-  if constexpr (Feedback) {
-    float e[4];
-    load_quad(b.residual, i, b.n, b.vector, e);
+  if constexpr (Feedback)
     for (int c = 0; c < 4; ++c) x[c] = x[c] + e[c];
-  }
   for (std::size_t c = 0; c < 4; ++c)  // past the unit: zeros, the host's padding, whatever dec holds
     if (i + c >= b.n) x[c] = 0.0f;
 }
 
+/// load_pass and combine_pass in one.
+template <Op op, bool Feedback>
+GRADSYNC_HD void pass_quad(const Buffers& b, std::size_t i, const float* dec, float* x) {
+  float e[4];
+  load_pass<op, Feedback>(b, i, x, e);
+  combine_pass<op, Feedback>(b, i, dec, x, e);
+}
+
 /// After quantizing x to wire values d: the residual keeps x - d; a reduce leaves acc = d (what
 /// every peer decodes, so all ranks end bit-identical).
-template <Op op, bool Feedback>
+template <Op op, bool Feedback, bool Once = false>
 GRADSYNC_HD void finish_quad(const Buffers& b, std::size_t i, const float* x, const float* d) {
   if constexpr (Feedback) {
     float e[4];
     for (int c = 0; c < 4; ++c) e[c] = x[c] - d[c];
-    store_quad(b.residual, i, b.n, b.vector, e);
+    store_quad<Once>(b.residual, i, b.n, b.vector, e);
   }
-  if constexpr (op == Op::reduce) store_quad(b.acc, i, b.n, b.vector, d);
+  if constexpr (op == Op::reduce) store_quad<Once>(b.acc, i, b.n, b.vector, d);
 }
 
-/// A decoding pass: acc = dec, or acc += dec.
+/// A decoding pass, from acc as loaded (decode_add): acc = dec, or acc += dec.
+template <Op op, bool Once = false>
+GRADSYNC_HD void decode_quad(const Buffers& b, std::size_t i, const float* dec, const float* acc) {
+  float x[4];
+  for (int c = 0; c < 4; ++c) x[c] = op == Op::decode_add ? acc[c] + dec[c] : dec[c];
+  store_quad<Once>(b.acc, i, b.n, b.vector, x);
+}
+/// The same, loading acc itself.
 template <Op op>
 GRADSYNC_HD void decode_quad(const Buffers& b, std::size_t i, const float* dec) {
-  float x[4];
-  if constexpr (op == Op::decode_add) {
-    load_quad(b.acc, i, b.n, b.vector, x);
-    for (int c = 0; c < 4; ++c) x[c] = x[c] + dec[c];
-  } else {
-    for (int c = 0; c < 4; ++c) x[c] = dec[c];
-  }
-  store_quad(b.acc, i, b.n, b.vector, x);
+  float acc[4] = {};
+  if constexpr (op == Op::decode_add) load_quad(b.acc, i, b.n, b.vector, acc);
+  decode_quad<op>(b, i, dec, acc);
 }
 
 }  // namespace gradsync::cuda::detail
