@@ -1,7 +1,7 @@
 // The host twins of the device codecs (include/gradsync/cuda/codec.cuh). The call goes through
 // the very dispatch the device uses (cuda/detail/dispatch.hpp), and HostBackend runs every
 // kernel's steps (the GRADSYNC_HD functions of cuda/detail/*.hpp) in the order a GPU runs them,
-// doing the warp's and block's exchanges (max, OR, the shared SignSums and fields, the scans) with
+// doing the warp's and block's exchanges (max, OR, the team's fold, the shared fields, the scans) with
 // plain loops. Every result must be the host codec's, bit for bit: bytes, residuals, values, and
 // the WireError of a bad wire form.
 #include <catch2/catch.hpp>
@@ -155,10 +155,17 @@ struct HostBackend {
           kept[w * lanes + lane] = gather(w, lane);
           partial[lane].take(w, kept[w * lanes + lane].data());
         }
-      gd::SignSums sums;  // the team's shared SignSums; team lane 0 folds it
-      for (unsigned lane = 0; lane < lanes; ++lane) partial[lane].put(sums, lane);
-      sums.fold();
-      const gd::SignMeans m = gd::sign_means(sums, len, words);
+      for (unsigned h = lanes / 2; h > 0; h /= 2) {  // the team's shuffles: lane t takes lane t ^ h's
+        typename T::Partial before[lanes];
+        std::copy_n(partial, lanes, before);
+        for (unsigned lane = 0; lane < lanes; ++lane) partial[lane].absorb(before[lane ^ h]);
+      }
+      const gd::SignMeans m = partial[0].means(len, words);
+      for (unsigned lane = 1; lane < lanes; ++lane) {  // every lane computes them; all must agree
+        const gd::SignMeans mine = partial[lane].means(len, words);
+        if (gd::float_bits(mine.plus) != gd::float_bits(m.plus) || gd::float_bits(mine.minus) != gd::float_bits(m.minus))
+          FAIL("team lane " << lane << " of bucket " << bk << " folds to other means than lane 0");
+      }
       t.store_entry(bk, 0, gd::float_bits(m.plus));
       t.store_entry(bk, 1, gd::float_bits(m.minus));
       for (std::size_t w = 0; w < words; ++w) {

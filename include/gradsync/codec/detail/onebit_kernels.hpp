@@ -63,11 +63,13 @@ struct SignSums {
 struct SignMeans {
   float plus, minus;
 };
-GRADSYNC_HD inline SignMeans sign_means(const SignSums& folded, std::size_t len, std::size_t words) {
-  const std::size_t nonneg = folded.count[0] - (words * 32 - len);  // less the padding zeros
+GRADSYNC_HD inline SignMeans sign_means(std::uint32_t count, float plus, float total, std::size_t len, std::size_t words) {
+  const std::size_t nonneg = count - (words * 32 - len);  // less the padding zeros
   const auto pos_count = static_cast<float>(nonneg), neg_count = static_cast<float>(len - nonneg);
-  const float pos_sum = folded.plus[0], total = folded.total[0];
-  return {pos_count > 0.0f ? pos_sum / pos_count : 0.0f, neg_count > 0.0f ? (total - pos_sum) / neg_count : 0.0f};
+  return {pos_count > 0.0f ? plus / pos_count : 0.0f, neg_count > 0.0f ? (total - plus) / neg_count : 0.0f};
+}
+GRADSYNC_HD inline SignMeans sign_means(const SignSums& folded, std::size_t len, std::size_t words) {
+  return sign_means(folded.count[0], folded.plus[0], folded.total[0], len, words);
 }
 
 /// Bit j set <=> v[j] < 0 (so -0.0 counts as non-negative).

@@ -2,8 +2,8 @@
 /// 1-bit on a GPU: a team of 8 threads per bucket (4 buckets per warp), in one pass. Team lane t
 /// holds elements 32w + 4t .. 32w + 4t + 3 of each 32-value word w of its bucket (16-byte loads),
 /// up to 8 words (a bucket of 256) in registers, and runs the host's SignSums lanes 4t .. 4t + 3
-/// over the words in order; the team's lanes meet in one SignSums in shared memory, which team
-/// lane 0 folds exactly as the host does. The words of sign bits are an OR across the team (exact
+/// over the words in order; the team folds them as SignSums::fold does, pair for pair: three
+/// register exchanges (shuffles) across the team, then two levels inside each lane. The words of sign bits are an OR across the team (exact
 /// in any order); the residual (or acc, for a reduce) is updated from the same registers. Buckets
 /// over 256 are read twice instead (the values are recomputed, not kept).
 ///
@@ -43,9 +43,18 @@ struct OneBitTeam {
   /// Lane `lane`'s quad of word w of bucket bk (from `begin`): the values to encode (zeros past
   /// the unit: the host's padding of the last word).
   GRADSYNC_HD void gather(std::size_t bk, std::size_t begin, std::size_t w, unsigned lane, float* x) const {
+    float e[4];
+    load(begin, w, lane, x, e);
+    combine(bk, begin, w, lane, x, e);
+  }
+  /// gather in two steps, so that a lane issues the loads of all its words before it uses any.
+  GRADSYNC_HD void load(std::size_t begin, std::size_t w, unsigned lane, float* x, float* e) const {
+    load_pass<op, Feedback>(b, begin + 32 * w + 4 * lane, x, e);
+  }
+  GRADSYNC_HD void combine(std::size_t bk, std::size_t begin, std::size_t w, unsigned lane, float* x, const float* e) const {
     float dec[4] = {};
     if constexpr (op == Op::reduce) decoded(record_in(bk), w, lane, dec);
-    pass_quad<op, Feedback>(b, begin + 32 * w + 4 * lane, dec, x);
+    combine_pass<op, Feedback>(b, begin + 32 * w + 4 * lane, dec, x, e);
   }
 
   /// A lane's four SignSums lanes (4 * lane + c), over the words in order.
@@ -58,13 +67,20 @@ struct OneBitTeam {
         else SignSums::next(count[c], plus[c], total[c], x[c]);
       }
     }
-    /// Into the team's SignSums (shared memory on a GPU).
-    GRADSYNC_HD void put(SignSums& s, unsigned lane) const {
-      for (unsigned c = 0; c < 4; ++c) {
-        s.count[4 * lane + c] = count[c];
-        s.plus[4 * lane + c] = plus[c];
-        s.total[4 * lane + c] = total[c];
+    /// The fold's exchange: lane t adds lane t ^ h's partial, h = 4, 2, 1 (team lanes t < h do
+    /// SignSums::fold's levels 16, 8, 4: SignSums lane 4t + c += lane 4t + c + 4h; the others
+    /// add the same pairs the other way round, which gives the same bits).
+    GRADSYNC_HD void absorb(const Partial& o) {
+      for (int c = 0; c < 4; ++c) {
+        count[c] += o.count[c];
+        plus[c] += o.plus[c];
+        total[c] += o.total[c];
       }
+    }
+    /// After the exchanges: fold's levels 2 and 1 inside the lane, and the bucket's means.
+    GRADSYNC_HD SignMeans means(std::size_t len, std::size_t words) const {
+      return codec::detail::sign_means((count[0] + count[2]) + (count[1] + count[3]), (plus[0] + plus[2]) + (plus[1] + plus[3]),
+                                       (total[0] + total[2]) + (total[1] + total[3]), len, words);
     }
   };
 
