@@ -7,7 +7,9 @@
 namespace gradsync::cuda::detail {
 
 /// encode and reduce: statistics, packing, residual / acc in one pass over the bucket.
-template <unsigned Bits, Op op, bool Feedback>
+/// \tparam Cached groups a lane keeps in registers: 4 up to the default bucket of 512 (fewer
+///         registers, more warps per SM), else 8 (q.cached(): up to 1024; larger ones are read twice).
+template <unsigned Bits, Op op, bool Feedback, std::size_t Cached>
 __global__ void __launch_bounds__(block_threads, 2) qsgd_kernel(const QsgdWarp<Bits, op, Feedback> q, const Frame frame) {
   using Q = QsgdWarp<Bits, op, Feedback>;
   using Field = typename Q::Field;
@@ -38,18 +40,22 @@ __global__ void __launch_bounds__(block_threads, 2) qsgd_kernel(const QsgdWarp<B
     __syncwarp();
   };
   float scale;
-  if (q.cached()) {
-    float x[Q::cached_groups][4];
+  static_assert(Cached <= Q::cached_groups);
+  if (q.cached()) {  // the launch picks Cached = 4 only for buckets of <= 512
+    float x[Cached][4], e[Cached][4];
     std::uint32_t m = 0;
 #pragma unroll
-    for (std::size_t g = 0; g < Q::cached_groups; ++g)
+    for (std::size_t g = 0; g < Cached; ++g)  // every load in flight before the first use
+      if (g < groups) q.load(begin, g, lane, x[g], e[g]);
+#pragma unroll
+    for (std::size_t g = 0; g < Cached; ++g)
       if (g < groups) {
-        q.gather(bk, begin, g, lane, step, x[g]);
+        q.combine(bk, begin, g, lane, step, x[g], e[g]);
         m = max(m, Q::max_bits(x[g]));
       }
     if (q.l2) {
 #pragma unroll
-      for (std::size_t g = 0; g < Q::cached_groups; ++g)
+      for (std::size_t g = 0; g < Cached; ++g)
         if (g < groups) store4(staged + g * group + 4 * lane, x[g]);
       __syncwarp();
       scale = l2_scale(static_cast<const float*>(staged));
@@ -58,7 +64,7 @@ __global__ void __launch_bounds__(block_threads, 2) qsgd_kernel(const QsgdWarp<B
     }
     if (lane == 0) q.store_scale(bk, scale);
 #pragma unroll
-    for (std::size_t g = 0; g < Q::cached_groups; ++g)
+    for (std::size_t g = 0; g < Cached; ++g)
       if (g < groups) emit(g, x[g], scale);
   } else {  // too large to keep: the values are computed again for the packing
     if (q.l2) {
@@ -96,10 +102,15 @@ __global__ void __launch_bounds__(block_threads) qsgd_decode_kernel(const QsgdWa
 template <unsigned Bits, Op op, bool Feedback>
 void launch_qsgd(const QsgdWarp<Bits, op, Feedback>& q, const Frame& frame, cudaStream_t s) {
   const unsigned blocks = blocks_for(codec::detail::bucket_count(q.b.n, q.bucket) * 32);
-  if constexpr (encodes(op))
-    qsgd_kernel<<<blocks, block_threads, q.smem_bytes() * (block_threads / 32), s>>>(q, frame);
-  else
+  if constexpr (encodes(op)) {
+    const std::size_t smem = q.smem_bytes() * (block_threads / 32);
+    if (q.bucket <= 4 * QsgdWarp<Bits, op, Feedback>::L::group)
+      qsgd_kernel<Bits, op, Feedback, 4><<<blocks, block_threads, smem, s>>>(q, frame);
+    else
+      qsgd_kernel<Bits, op, Feedback, 8><<<blocks, block_threads, smem, s>>>(q, frame);
+  } else {
     qsgd_decode_kernel<<<blocks, block_threads, 0, s>>>(q, frame);
+  }
   check(cudaGetLastError(), "QSGD kernel launch");
 }
 

@@ -51,11 +51,21 @@ struct QsgdWarp {
   /// Pass 1, lane `lane`, group g of the bucket bk starting at `begin`: x, the quad's values to
   /// encode (zeros past the unit: the host's padding). `step`: step_in(bk) for a reduce.
   GRADSYNC_HD void gather(std::size_t bk, std::size_t begin, std::size_t g, unsigned lane, float step, float* x) const {
+    float e[4];
+    load(begin, g, lane, x, e);
+    combine(bk, begin, g, lane, step, x, e);
+  }
+  /// gather in two steps, so that a lane issues the loads of all its groups before it uses any.
+  GRADSYNC_HD void load(std::size_t begin, std::size_t g, unsigned lane, float* x, float* e) const {
+    load_pass<op, Feedback>(b, begin + g * L::group + 4 * lane, x, e);
+  }
+  GRADSYNC_HD void combine(std::size_t bk, std::size_t begin, std::size_t g, unsigned lane, float step, float* x,
+                           const float* e) const {
     const std::size_t o = g * L::group + 4 * lane;
     float dec[4] = {};
     if constexpr (op == Op::reduce)
       for (std::size_t c = 0; c < 4; ++c) dec[c] = codec::detail::qsgd_element<Bits>(record_in(bk), step, o + c);
-    pass_quad<op, Feedback>(b, begin + o, dec, x);
+    combine_pass<op, Feedback>(b, begin + o, dec, x, e);
   }
   GRADSYNC_HD static std::uint32_t max_bits(const float* x) {
     std::uint32_t m = 0;
