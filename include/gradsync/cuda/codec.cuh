@@ -19,7 +19,7 @@
 ///
 /// Which kernel runs (one algorithm per header in cuda/detail/; each step is a GRADSYNC_HD
 /// function that tests/cuda/test_host_twins.cpp runs on the host against the host codec):
-///   - fp32, fp16, bf16 (+ ef+): narrow_items.hpp, 8 elements per thread;
+///   - fp32, fp16, bf16 (+ ef+): narrow_items.hpp, two items of 8 elements per thread;
 ///   - qsgd2/4/8/16 (+ ef+): qsgd_warp.hpp, one warp per bucket;
 ///   - onebit: onebit_team.hpp, 8 threads per bucket;
 ///   - topk: topk_tiles.hpp, radix select (3 histograms), tile counts, a scan, placement.
