@@ -339,7 +339,7 @@ TEST_CASE("Top-k's device selection matches the host's on ties, zeros and equal 
     }
 }
 
-TEST_CASE("A bad device wire form throws the host decoder's WireError, output untouched; later decodes still run",
+TEST_CASE("A bad device wire form throws the host decoder's WireError, output untouched, and later decodes still run",
           "[cuda][twin]") {
   const std::size_t n = 5000;
   const auto v = device_cases::inputs(n, 3);
