@@ -125,8 +125,8 @@ struct AnyCollective {
   void stop() {
     std::visit([](auto& p) { collective::stop(p); }, policy);
   }
-  int stalled_on(std::chrono::milliseconds at_least) const {
-    return std::visit([&](const auto& p) { return collective::stalled_on(p, at_least); }, policy);
+  transport::Wait stall() const {
+    return std::visit([](const auto& p) { return collective::stall(p); }, policy);
   }
   bool device_memory() const {
     return std::visit([](const auto& p) { return accepts_device_memory(p); }, policy);
