@@ -34,7 +34,6 @@
 #include <atomic>
 #include <bit>
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,6 +45,7 @@
 #include "core/layout.hpp"
 #include "core/options.hpp"
 #include "core/statistics.hpp"
+#include "detail/parse.hpp"
 #include "priority/concept.hpp"
 #include "schedule/control.hpp"
 #include "schedule/executor.hpp"
@@ -247,20 +247,17 @@ class Synchronizer {
   /// tensors under the codec's bypass threshold (codec/bypass.hpp).
   bool bypassed(std::size_t u) const { return table_.bypassed(static_cast<std::uint32_t>(u)); }
   const ModelLayout& layout() const { return layout_; }
-  /// "fixed:40000/forward/fp32/ring": the policies, as in the handshake.
+  /// "fixed:40000/forward/qsgd8:bucket=1024/ring": the policies with every knob that differs from
+  /// its default, as the handshake compares them.
   std::string describe() const {
-    std::string priority(p_.priority.name());
-    if constexpr (requires { p_.priority.describe(); }) priority = p_.priority.describe();
-    return p_.slicing.describe() + "/" + priority + "/" + std::string(p_.codec.name()) + "/" + collective_text();
+    return p_.slicing.describe() + "/" + gradsync::detail::describe_policy(p_.priority) + "/" +
+           codec::describe(p_.codec) + "/" + collective_text();
   }
 
  private:
   /// The collective with its knobs ("hierarchical:2") when it has a describe(), so the handshake
   /// catches ranks that differ in them.
-  std::string collective_text() const {
-    if constexpr (requires { p_.collective.describe(); }) return p_.collective.describe();
-    else return std::string(p_.collective.name());
-  }
+  std::string collective_text() const { return gradsync::detail::describe_policy(p_.collective); }
 
   /// Units carrying only tensors under this many elements go as fp32 (codec/bypass.hpp). Checks
   /// the policies fit together first.
@@ -301,15 +298,14 @@ class Synchronizer {
     return cap;
   }
 
+  /// What the ranks compare at construction: the model, the world, and whatever else must agree -
+  /// every policy with its knobs, and the options that change the sums (average) or their order
+  /// and random numbers (inflight_units, seed). credit_bytes is rank 0's alone; timeout and
+  /// check_finite are each rank's own.
   schedule::HandshakeInfo hello() const {
-    schedule::HandshakeInfo h;
-    h.layout_signature = layout_.signature();
-    h.world = t_.size();
-    h.layers = static_cast<std::uint32_t>(layout_.num_layers());
-    const std::string p = describe() + "/" + (opt_.average ? "mean" : "sum") + "/inflight=" +
-                          std::to_string(opt_.inflight_units) + "/seed=" + std::to_string(opt_.seed);
-    std::strncpy(h.policies, p.c_str(), sizeof h.policies - 1);
-    return h;
+    return {layout_.signature(), t_.size(), static_cast<std::uint32_t>(layout_.num_layers()),
+            describe() + "/" + (opt_.average ? "mean" : "sum") + "/inflight=" + std::to_string(opt_.inflight_units) +
+                "/seed=" + std::to_string(opt_.seed)};
   }
 
   // ---- waiting and failure ----

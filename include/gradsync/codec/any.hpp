@@ -138,9 +138,9 @@ class AnyCodec {
       if (key == "bucket") return number(value, c.bucket);
     if constexpr (requires { c.norm; })
       if (key == "norm") {
-        if (value == "max") c.norm = QsgdNorm::max;
-        else if (value == "l2") c.norm = QsgdNorm::l2;
-        return value == "max" || value == "l2";
+        for (const QsgdNorm n : {QsgdNorm::max, QsgdNorm::l2})
+          if (value == norm_text(n)) c.norm = n;
+        return value == norm_text(QsgdNorm::max) || value == norm_text(QsgdNorm::l2);
       }
     if constexpr (requires { c.ratio; })
       if (key == "ratio") return number(value, c.ratio);
