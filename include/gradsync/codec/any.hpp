@@ -38,6 +38,7 @@ class AnyCodec {
                                ErrorFeedback<Half>, ErrorFeedback<BFloat16>, ErrorFeedback<Qsgd<2>>,
                                ErrorFeedback<Qsgd<4>>, ErrorFeedback<Qsgd<8>>, ErrorFeedback<Qsgd<16>>>;
 
+  /// The codec strings parse() takes (its errors and gradsync-train --help list them).
   static constexpr std::string_view grammar =
       "fp32, fp16, bf16, qsgd2|qsgd4|qsgd8|qsgd16[:bucket=N][:norm=max|l2], onebit[:bucket=N], "
       "topk[:R|:ratio=R] with 0 < R <= 1; lossy ones also take [:bypass=N|auto]; prefix fp16, bf16 or "
