@@ -4,6 +4,7 @@
 // name rank 2, within Options::timeout + grace + 2 slices of the start of its wait.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <chrono>
 #include <string>
 #include <thread>

@@ -254,6 +254,10 @@ class Watchdog {
     }
   }
   int rank() const { return w_.t.rank(); }
+  bool quitting() const {
+    std::lock_guard lock(mutex_);
+    return quit_;
+  }
   int size() const { return w_.t.size(); }
 
   void run() {
@@ -295,7 +299,8 @@ class Watchdog {
         if (p != rank() && !answers_[p]) return false;
       return true;
     };
-    for (const auto deadline = clock::now() + grace_; !everyone() && !w_.control.failed() && clock::now() < deadline;) {
+    for (const auto deadline = clock::now() + grace_;
+         !everyone() && !w_.control.failed() && !quitting() && clock::now() < deadline;) {
       poll();
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
