@@ -69,11 +69,13 @@ struct Policies {
 
 nlohmann::json metrics_json(const TrainConfig& c, const Policies& pol, const TrainResult& r,
                             const gradsync::Statistics& st) {
+  // Without evaluation (--no-eval) there is no test loss or accuracy: null, not 0.
+  const auto tested = [&](double v) { return c.evaluate ? nlohmann::json(v) : nlohmann::json(nullptr); };
   nlohmann::json epochs = nlohmann::json::array();
   for (const auto& e : r.epochs)
     epochs.push_back({{"epoch", e.epoch}, {"iterations", e.iterations}, {"train_loss", e.train_loss},
-                      {"train_accuracy", e.train_accuracy}, {"test_loss", e.test_loss},
-                      {"test_accuracy", e.test_accuracy}, {"seconds", e.seconds},
+                      {"train_accuracy", e.train_accuracy}, {"test_loss", tested(e.test_loss)},
+                      {"test_accuracy", tested(e.test_accuracy)}, {"seconds", e.seconds},
                       {"images_per_second", e.images_per_second}});
   nlohmann::json evaluations = nlohmann::json::array();
   for (const auto& e : r.evaluations)
@@ -95,8 +97,8 @@ nlohmann::json metrics_json(const TrainConfig& c, const Policies& pol, const Tra
           {"iterations", r.iterations},
           {"seconds", r.seconds},
           {"images_per_second", r.images_per_second},
-          {"test_loss", r.test_loss},
-          {"test_accuracy", r.test_accuracy},
+          {"test_loss", tested(r.test_loss)},
+          {"test_accuracy", tested(r.test_accuracy)},
           {"iteration_seconds", r.iteration_seconds},
           {"iteration_wait_seconds", r.iteration_wait_seconds},
           {"first_iteration_unix", r.first_iteration_unix},
@@ -184,10 +186,18 @@ int main(int argc, char** argv) {
   app.add_option("--threads", c.threads, "Compute threads in all")->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_option("--sync", pol.sync, "library (gradsync::AnySynchronizer) or local (exact reference all-reduce)")
       ->check(CLI::IsMember({"library", "local"}))->capture_default_str();
-  app.add_option("--slicing", pol.slicing, "Synchronizer slicing policy; auto: --tune")->capture_default_str();
-  app.add_option("--priority", pol.priority, "Synchronizer priority policy")->capture_default_str();
-  app.add_option("--codec", pol.codec, "Synchronizer codec")->capture_default_str();
-  app.add_option("--collective", pol.collective, "Synchronizer collective")->capture_default_str();
+  // Each family's grammar is the one its parse errors list (gradsync::*::Any*::grammar).
+  app.add_option("--slicing", pol.slicing,
+                 "Synchronizer slicing policy: " + std::string(gradsync::slicing::AnySlicing::grammar) + "; auto: --tune")
+      ->capture_default_str();
+  app.add_option("--priority", pol.priority,
+                 "Synchronizer priority policy: " + std::string(gradsync::priority::AnyPriority::grammar))
+      ->capture_default_str();
+  app.add_option("--codec", pol.codec, "Synchronizer codec: " + std::string(gradsync::codec::AnyCodec::grammar))
+      ->capture_default_str();
+  app.add_option("--collective", pol.collective,
+                 "Synchronizer collective: " + std::string(gradsync::collective::AnyCollective::grammar))
+      ->capture_default_str();
   app.add_option("--inflight", inflight, "Units whose collectives progress at once (Options::inflight_units; 0: the library's default)")
       ->check(CLI::Range(0, 64));
   app.add_option("--credit", credit_mb, "MiB of fp32 units on the wire at once (Options::credit_bytes; 0: the library's default)")
@@ -417,8 +427,9 @@ int main(int argc, char** argv) {
       pol.slicing = tuned->chosen.slicing;
       pol.collective = tuned->chosen.collective;
     }
-    std::printf("test accuracy %.4f  test loss %.4f  %.0f images/s  %zu iterations in %.1f s  (%zu parameters)\n",
-                r.test_accuracy, r.test_loss, r.images_per_second, r.iterations, r.seconds, r.parameters);
+    if (c.evaluate) std::printf("test accuracy %.4f  test loss %.4f  ", r.test_accuracy, r.test_loss);
+    std::printf("%.0f images/s  %zu iterations in %.1f s  (%zu parameters)\n", r.images_per_second, r.iterations,
+                r.seconds, r.parameters);
     if (c.precision == "mixed")
       std::printf("mixed precision: %llu step(s) skipped for overflow, final loss scale %g\n",
                   static_cast<unsigned long long>(r.skipped_steps), double(r.loss_scale));

@@ -20,10 +20,10 @@
 /// on rank 0 takes the most urgent unit ready on every rank while the credit window allows and
 /// tells every rank to run it next (schedule/leader.hpp); the executors of every rank take rank 0's
 /// decisions in order and run each unit's collective (schedule/executor.hpp), and the aggregate is
-/// written back into the caller's span. Every wait
-/// goes through one Control (schedule/control.hpp) and one transport::Cancellable, so
-/// Options::timeout is the one timeout, and a failure on any rank stops every rank at once
-/// (schedule/abort.hpp).
+/// written back into the caller's span. Every wait goes through one Control (schedule/control.hpp)
+/// and one transport::Cancellable, and one watchdog (schedule/watchdog.hpp) owns Options::timeout:
+/// it turns a wait that lasted it into an error naming the rank to blame (a dead one, every time),
+/// and a failure on any rank stops every rank at once.
 ///
 /// \tparam Slicing     how layers become units (slicing::FixedSlices, Fusion, WholeLayer, ...)
 /// \tparam Priority    which ready unit goes first (priority::ForwardOrder, Fifo, ...)
@@ -33,7 +33,6 @@
 #include <array>
 #include <atomic>
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,13 +45,14 @@
 #include "core/layout.hpp"
 #include "core/options.hpp"
 #include "core/statistics.hpp"
+#include "detail/parse.hpp"
 #include "priority/concept.hpp"
-#include "schedule/abort.hpp"
 #include "schedule/control.hpp"
 #include "schedule/executor.hpp"
 #include "schedule/handshake.hpp"
 #include "schedule/leader.hpp"
 #include "schedule/units.hpp"
+#include "schedule/watchdog.hpp"
 #include "slicing/concept.hpp"
 #include "transport/cancellable.hpp"
 
@@ -82,16 +82,14 @@ class Synchronizer {
         table_(layout_, p_.slicing.plan(layout_), fp32_below(), keeps_residuals(), p_.slicing.describe()),
         leader_(t_, control_, opt_, lane_capacities(), table_),
         executors_({t_, p_.priority, p_.codec, p_.collective, table_, leader_, control_, stats_, opt_}),
-        abort_(user_, schedule::handshake(t_, hello()), [this] { return stuck_on(); }) {
+        watchdog_({user_, t_, control_, &leader_, [this] { return collective::stall(p_.collective); }},
+                  schedule::handshake(t_, hello()), opt_.timeout) {
     priority::prepare(p_.priority, table_.units());
     collective::start(p_.collective,
-                      {t_, table_.size(), lane_capacities(), abort_.session(), priority::classifies(p_.priority)});
+                      {t_, table_.size(), lane_capacities(), watchdog_.session(), priority::classifies(p_.priority)});
     for (std::size_t i = 0; i < executors_.size(); ++i)
       threads_.emplace_back([this, i] { guarded([this, i] { executors_.run(executors_.slot(i)); }); });
-    if (t_.size() > 1)
-      threads_.emplace_back([this] {
-        if (auto peer = abort_.watch(control_, settle_grace())) fail(peer, false);
-      });
+    watchdog_.start();
   }
   Synchronizer(const Synchronizer&) = delete;
   Synchronizer& operator=(const Synchronizer&) = delete;
@@ -107,17 +105,18 @@ class Synchronizer {
     if (handed > 0 && handed < table_.layers())
       abort("its Synchronizer was destroyed in the middle of iteration " + std::to_string(iter) + " (" +
             std::to_string(handed) + " of " + std::to_string(table_.layers()) + " layers handed over)");
-    // Let in-flight units finish (peers need this rank for them), but never hang.
-    if (!control_.wait_for(opt_.timeout, [&] { return table_.all_done(); }) && !control_.failed())
-      abort("its Synchronizer was destroyed with units still in flight after " + std::to_string(opt_.timeout.count()) +
-            " ms");
-    stop(std::make_exception_ptr(UsageError("gradsync: the synchronizer was destroyed")));
+    // Let in-flight units finish (peers need this rank for them); the watchdog fails it after the timeout.
+    watchdog_.wait([&] { return table_.all_done(); }, "~Synchronizer", 0);
+    watchdog_.stop(std::make_exception_ptr(UsageError("gradsync: the synchronizer was destroyed")));
     collective::stop(p_.collective);
     for (auto& th : threads_) th.join();
   }
 
-  /// Hands over layer `layer`'s gradient of this iteration; returns at once. `grad` must stay
-  /// alive and untouched until wait_for(layer) returns: it is overwritten with the aggregate.
+  /// Hands over layer `layer`'s gradient of this iteration. Returns at once, except when the
+  /// previous iteration's units of this layer are still in flight (nobody called wait_for(layer)
+  /// since its last hand-over): then it first waits for them, as wait_for(layer) would, and throws
+  /// PeerError when that lasts Options::timeout (schedule/watchdog.hpp has the exact bound). `grad`
+  /// must stay alive and untouched until wait_for(layer) returns: it is overwritten with the aggregate.
   /// GPU memory works with a codec that keeps units there (cuda::OnDevice) or with the NCCL
   /// collectives over transport::Nccl, as device_refusal(layer) says; the kernels that wrote it
   /// must have finished (synchronize their stream first): gradsync's streams do not wait for yours.
@@ -151,7 +150,8 @@ class Synchronizer {
   }
 
   /// Blocks until the aggregate of layer `layer`'s latest gradient is in its span (returns at once
-  /// if the layer was never handed over). Throws PeerError after Options::timeout.
+  /// if the layer was never handed over). Throws PeerError when that lasts Options::timeout,
+  /// naming the rank to blame (schedule/watchdog.hpp has the exact bound).
   void wait_for(std::size_t layer) {
     check_layer(layer, "wait_for");
     const auto t0 = clock::now();
@@ -188,7 +188,7 @@ class Synchronizer {
   /// PeerError "rank R failed: <reason>": call it when this rank cannot go on (an exception in
   /// the training loop), before unwinding, so no peer waits for it. Idempotent.
   void abort(const std::string& reason) {
-    fail(std::make_exception_ptr(PeerError("gradsync: " + user_.describe() + " stopped: " + reason)), true);
+    watchdog_.fail(std::make_exception_ptr(PeerError("gradsync: " + user_.describe() + " stopped: " + reason)));
   }
 
   /// Differential transmission (priority::Contribution): this iteration's training loss, before
@@ -274,20 +274,17 @@ class Synchronizer {
   /// tensors under the codec's bypass threshold (codec/bypass.hpp).
   bool bypassed(std::size_t u) const { return table_.bypassed(static_cast<std::uint32_t>(u)); }
   const ModelLayout& layout() const { return layout_; }
-  /// "fixed:40000/forward/fp32/ring": the policies, as in the handshake.
+  /// "fixed:40000/forward/qsgd8:bucket=1024/ring": the policies with every knob that differs from
+  /// its default, as the handshake compares them.
   std::string describe() const {
-    std::string priority(p_.priority.name());
-    if constexpr (requires { p_.priority.describe(); }) priority = p_.priority.describe();
-    return p_.slicing.describe() + "/" + priority + "/" + std::string(p_.codec.name()) + "/" + collective_text();
+    return p_.slicing.describe() + "/" + gradsync::detail::describe_policy(p_.priority) + "/" +
+           codec::describe(p_.codec) + "/" + collective_text();
   }
 
  private:
   /// The collective with its knobs ("hierarchical:2") when it has a describe(), so the handshake
   /// catches ranks that differ in them.
-  std::string collective_text() const {
-    if constexpr (requires { p_.collective.describe(); }) return p_.collective.describe();
-    else return std::string(p_.collective.name());
-  }
+  std::string collective_text() const { return gradsync::detail::describe_policy(p_.collective); }
 
   /// Units carrying only tensors under this many elements go as fp32 (codec/bypass.hpp). Checks
   /// the policies fit together first.
@@ -328,39 +325,23 @@ class Synchronizer {
     return cap;
   }
 
+  /// What the ranks compare at construction: the model, the world, and whatever else must agree -
+  /// every policy with its knobs, and the options that change the sums (average) or their order
+  /// and random numbers (inflight_units, seed). credit_bytes is rank 0's alone; timeout and
+  /// check_finite are each rank's own.
   schedule::HandshakeInfo hello() const {
-    schedule::HandshakeInfo h;
-    h.layout_signature = layout_.signature();
-    h.world = t_.size();
-    h.layers = static_cast<std::uint32_t>(layout_.num_layers());
-    const std::string p = describe() + "/" + (opt_.average ? "mean" : "sum") + "/inflight=" +
-                          std::to_string(opt_.inflight_units) + "/seed=" + std::to_string(opt_.seed);
-    std::strncpy(h.policies, p.c_str(), sizeof h.policies - 1);
-    return h;
+    return {layout_.signature(), t_.size(), static_cast<std::uint32_t>(layout_.num_layers()),
+            describe() + "/" + (opt_.average ? "mean" : "sum") + "/inflight=" + std::to_string(opt_.inflight_units) +
+                "/seed=" + std::to_string(opt_.seed)};
   }
 
   // ---- waiting and failure ----
   void wait_layer(std::size_t layer, const char* who) {
-    auto done = [&] { return table_.layer_done(layer); };
-    bool ok = control_.wait_for(opt_.timeout, done);
-    // An executor stuck in a collective on a silent peer gives up within the same timeout and
-    // names the peer; one waiting to choose (rank 0 for a rank's readiness report, the others for
-    // rank 0's decision) does not: this wait times out for it. Allow either a moment before the
-    // vaguer message below.
-    if (!ok && !control_.failed() && stuck_in_collective() < 0)
-      if (const int peer = leader_.waiting_for(opt_.timeout / 4); peer >= 0)
-        fail(std::make_exception_ptr(PeerTimeout(
-                 "gradsync: " + t_.describe() + " waited " + std::to_string(opt_.timeout.count()) + " ms for rank " +
-                     std::to_string(peer) + (peer == 0 ? "'s next schedule decision" : " to report its gradients ready"),
-                 peer)),
-             true);
-    ok = ok || control_.wait_for(std::min<std::chrono::milliseconds>(opt_.timeout, std::chrono::seconds(1)) + settle_grace(), done);
+    const bool done = watchdog_.wait([&] { return table_.layer_done(layer); }, who, layer);
     rethrow_if_failed();
-    if (!ok)
-      throw PeerError("gradsync: " + std::string(who) + "(" + std::to_string(layer) + "): layer '" +
-                      layout_.layer(layer).name + "' not aggregated after " + std::to_string(opt_.timeout.count()) +
-                      " ms on " + t_.describe() + ": a peer rank died or did not hand over this layer; raise "
-                      "Options::timeout if a peer is only slow");
+    if (!done)
+      throw UsageError("gradsync: " + std::string(who) + "(" + std::to_string(layer) +
+                       "): the synchronizer is being destroyed on another thread");
   }
 
   /// Throws this synchronizer's first error, if it failed, once no executor touches the caller's
@@ -376,45 +357,8 @@ class Synchronizer {
     try {
       body();
     } catch (...) {
-      if (!control_.stopping()) fail(std::current_exception(), true);  // else: the shutdown's own cancellation
+      if (!control_.stopping()) watchdog_.fail(std::current_exception());  // else: the shutdown's own cancellation
     }
-  }
-  /// Records the first error, tells the peers when it is this rank's own (`tell`: not one a peer
-  /// reported), and ends every wait of this synchronizer's threads and callers with it. A wait of
-  /// this rank's that timed out first settles with the peers which rank is gone (PeerAbort).
-  void fail(std::exception_ptr error, bool tell) {
-    if (tell && timed_out_on(error) >= 0) {
-      error = abort_.settle(error, settle_grace());
-      tell = false;  // settle told the peers already
-    }
-    if (!control_.fail(error)) return;
-    if (tell) abort_.tell(error);
-    stop(error);
-  }
-  /// The peer this rank has waited for a quarter of the timeout - a server's unit missing its
-  /// push first (the workers' waits for the reply follow from it), else a receive, else what the
-  /// chooser waits for (a rank's readiness report, rank 0's decision) - or -1. A blocked receive
-  /// names its peer exactly; a missing report may only follow from another rank's silence.
-  int stuck_on() const {
-    const int peer = stuck_in_collective();
-    return peer >= 0 ? peer : leader_.waiting_for(opt_.timeout / 4);
-  }
-  int stuck_in_collective() const {
-    const auto at_least = opt_.timeout / 4;
-    const int peer = collective::stalled_on(p_.collective, at_least);
-    return peer >= 0 ? peer : t_.waiting_for(at_least);
-  }
-  /// How long the ranks take to agree which peer is gone after a timeout: enough for every
-  /// survivor's abort watcher (it polls every 20 ms) to hear of it and answer, several times over.
-  std::chrono::milliseconds settle_grace() const {
-    return std::clamp<std::chrono::milliseconds>(opt_.timeout / 8, std::chrono::milliseconds(200),
-                                                 std::chrono::milliseconds(500));
-  }
-  /// Ends every wait: the threads', the caller's and the transport's (with `why`).
-  void stop(std::exception_ptr why) {
-    control_.stop();
-    t_.cancel(std::move(why));
-    leader_.stop();
   }
 
   void check_layer(std::size_t layer, const char* who) const {
@@ -447,7 +391,7 @@ class Synchronizer {
   schedule::UnitTable table_;
   schedule::Leader leader_;
   schedule::Executors<Priority, Codec, Collective> executors_;
-  schedule::PeerAbort abort_;
+  schedule::Watchdog watchdog_;  // after what it watches: its thread stops before they go
   std::vector<std::thread> threads_;
   std::atomic<std::int64_t> iteration_{0};
   float first_loss_ = 0.0f;  // report_loss's loss_0 (the caller's thread)

@@ -227,7 +227,7 @@ check_nan() {
 
 check_kill default 2
 # Under --enable-recovery mpirun lets the survivors run on: they must settle between them which
-# rank is gone (schedule::PeerAbort::settle) and each name it. Rank 0 decides every unit's turn:
+# rank is gone (schedule::Watchdog) and each name it. Rank 0 decides every unit's turn:
 # its followers must name it too, not time out on a decision that never comes.
 check_kill recovery 2 --enable-recovery
 [ $smoke = 1 ] || check_kill recovery 0 --enable-recovery

@@ -231,3 +231,9 @@ TEST_CASE("MpiSession gives Open MPI's TCP btl an eager limit of a ring segment,
   CHECK(transport::apply_mpi_defaults().empty());
 #endif
 }
+
+TEST_CASE("MpiSession ignores SIGPIPE: a rank writing to a dead peer's socket gets an error, not killed") {
+  struct sigaction pipe {};
+  REQUIRE(::sigaction(SIGPIPE, nullptr, &pipe) == 0);
+  CHECK(pipe.sa_handler == SIG_IGN);  // still so after MPI_Init_thread
+}

@@ -198,7 +198,7 @@ TEST_CASE("an abort left over from an earlier synchronizer on the same transport
 
 // A dead rank sends nothing, so a survivor's timeout names only the rank it waited for - in a
 // ring, rank 1 waits for rank 0, which waits for the dead one. The survivors settle it between
-// them (schedule::PeerAbort::settle): each names the rank that went silent.
+// them (schedule::Watchdog): each names the rank that went silent.
 TEST_CASE("when a rank dies, every survivor names the dead rank, not the neighbour it waited for", "[abort]") {
   const std::string collective = GENERATE("ring", "ps");
   const int ranks = GENERATE(3, 4);

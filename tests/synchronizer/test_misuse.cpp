@@ -127,6 +127,35 @@ TEST_CASE("a rank with other policies fails every rank, naming it") {
   REQUIRE_THAT(errors[0], Catch::Contains("rank 2 uses policies") && Catch::Contains("/ps/"));
 }
 
+TEST_CASE("ranks that differ only in a codec knob all fail, showing both descriptions whole") {
+  // The knob, and where it shows: the bucket, the bypass threshold, and a seed that comes last
+  // after a description longer than a fixed-size field would hold.
+  const auto [odd, common, both] = GENERATE(table<std::string, std::string, std::string>(
+      {{"qsgd8:bucket=1024", "qsgd8", "'qsgd8:bucket=1024' vs 'qsgd8'"},
+       {"qsgd4:bypass=0", "qsgd4:bypass=auto", "'qsgd4:bypass=0' vs 'qsgd4'"},
+       {"ef+qsgd8:bucket=256:norm=l2", "ef+qsgd8:bucket=256", "'ef+qsgd8:bucket=256:norm=l2' vs 'ef+qsgd8:bucket=256'"}}));
+  CAPTURE(odd, common);
+  const auto errors = construct_on_3([&](int r, transport::Transport& t) {
+    AnySynchronizer sync(t, kLayout, {"fixed:40000", "forward", r == 1 ? odd : common, "hierarchical:3"});
+  });
+  for (const auto& e : errors) REQUIRE(e == errors[0]);
+  REQUIRE_THAT(errors[0], Catch::Contains("rank 1 uses policies 'fixed:40000/forward/" + odd) &&
+                              Catch::Contains("they differ in " + both) && Catch::Contains("/seed=0'"));
+}
+
+TEST_CASE("ranks that differ only in the seed fail, however long the policies' descriptions") {
+  // The seed comes last, after 100 characters and more: past the end of a fixed-size field.
+  const auto errors = construct_on_3([&](int r, transport::Transport& t) {
+    AnySynchronizer sync(t, kLayout, {"slicefuse:1234567", "forward", "ef+qsgd16:bucket=1024:norm=l2:bypass=12345", "hybrid:262144:2"},
+                         Options{.average = false, .inflight_units = 3,
+                                 .seed = r == 2 ? 18446744073709551614ull : 18446744073709551615ull});
+  });
+  for (const auto& e : errors) REQUIRE(e == errors[0]);
+  REQUIRE_THAT(errors[0], Catch::Contains("rank 2 uses policies 'slicefuse:1234567/forward/ef+qsgd16:bucket=1024:norm=l2:"
+                                          "bypass=12345/hybrid:262144:2/sum/inflight=3/seed=18446744073709551614'") &&
+                              Catch::Contains("'seed=18446744073709551614' vs 'seed=18446744073709551615'"));
+}
+
 TEST_CASE("a rank that never joins makes the handshake fail within the timeout") {
   transport::InProcessGroup g(2);
   const auto t0 = std::chrono::steady_clock::now();

@@ -38,6 +38,7 @@ class AnyCodec {
                                ErrorFeedback<Half>, ErrorFeedback<BFloat16>, ErrorFeedback<Qsgd<2>>,
                                ErrorFeedback<Qsgd<4>>, ErrorFeedback<Qsgd<8>>, ErrorFeedback<Qsgd<16>>>;
 
+  /// The codec strings parse() takes (its errors and gradsync-train --help list them).
   static constexpr std::string_view grammar =
       "fp32, fp16, bf16, qsgd2|qsgd4|qsgd8|qsgd16[:bucket=N][:norm=max|l2], onebit[:bucket=N], "
       "topk[:R|:ratio=R] with 0 < R <= 1; lossy ones also take [:bypass=N|auto]; prefix fp16, bf16 or "
@@ -138,9 +139,9 @@ class AnyCodec {
       if (key == "bucket") return number(value, c.bucket);
     if constexpr (requires { c.norm; })
       if (key == "norm") {
-        if (value == "max") c.norm = QsgdNorm::max;
-        else if (value == "l2") c.norm = QsgdNorm::l2;
-        return value == "max" || value == "l2";
+        for (const QsgdNorm n : {QsgdNorm::max, QsgdNorm::l2})
+          if (value == norm_text(n)) c.norm = n;
+        return value == norm_text(QsgdNorm::max) || value == norm_text(QsgdNorm::l2);
       }
     if constexpr (requires { c.ratio; })
       if (key == "ratio") return number(value, c.ratio);

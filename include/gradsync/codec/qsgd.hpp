@@ -30,6 +30,8 @@ enum class QsgdNorm : std::uint8_t {
   max,  ///< infinity norm: smaller variance, the study's choice
   l2,   ///< 2-norm, as in the QSGD paper: sparser quantized vectors
 };
+/// The norm as codec strings spell it ("qsgd8:norm=l2").
+constexpr std::string_view norm_text(QsgdNorm n) { return n == QsgdNorm::l2 ? "l2" : "max"; }
 
 /// \tparam Bits bits per element including the sign: 2, 4, 8 or 16
 template <unsigned Bits>

@@ -54,11 +54,12 @@ struct AnyCollective {
                >
       policy;
 
-  static constexpr std::string_view valid = gradsync::detail::collective_grammar;
+  /// The policy strings parse() takes (its errors and gradsync-train --help list them).
+  static constexpr std::string_view grammar = gradsync::detail::collective_grammar;
 
   static AnyCollective parse(std::string_view text) {
     const auto [name, arg, has_arg] = gradsync::detail::split_policy(text);
-    auto group = [&](std::string_view s) { return gradsync::detail::parse_count(s, "collective", text, valid); };
+    auto group = [&](std::string_view s) { return gradsync::detail::parse_count(s, "collective", text, grammar); };
     if (!has_arg && text == "ring") return {Ring{}};
     if (!has_arg && text == "ps") return {ParameterServer{}};
     if (!has_arg && text == "reduce-broadcast") return {ReduceBroadcast{}};
@@ -67,7 +68,7 @@ struct AnyCollective {
       Hybrid h;
       if (has_arg) {
         const auto [bytes, k, has_k] = gradsync::detail::split_policy(arg);
-        h.threshold_bytes = gradsync::detail::parse_size(bytes, "collective", text, valid);
+        h.threshold_bytes = gradsync::detail::parse_size(bytes, "collective", text, grammar);
         if (has_k) h.small.group = group(k);
       }
       return {h};
@@ -104,7 +105,7 @@ struct AnyCollective {
                         "gradsync::nccl target and use transport::Nccl; otherwise use 'hierarchical'");
 #endif
     }
-    gradsync::detail::bad_policy("collective", text, valid);
+    gradsync::detail::bad_policy("collective", text, grammar);
   }
   std::string_view name() const {
     return std::visit([](const auto& p) { return p.name(); }, policy);
@@ -125,8 +126,8 @@ struct AnyCollective {
   void stop() {
     std::visit([](auto& p) { collective::stop(p); }, policy);
   }
-  int stalled_on(std::chrono::milliseconds at_least) const {
-    return std::visit([&](const auto& p) { return collective::stalled_on(p, at_least); }, policy);
+  transport::Wait stall() const {
+    return std::visit([](const auto& p) { return collective::stall(p); }, policy);
   }
   bool device_memory() const {
     return std::visit([](const auto& p) { return accepts_device_memory(p); }, policy);

@@ -18,6 +18,7 @@
 #include "../core/error.hpp"
 #include "../core/statistics.hpp"
 #include "../transport/transport.hpp"
+#include "../transport/wait.hpp"
 
 namespace gradsync::collective {
 
@@ -52,9 +53,9 @@ struct Job {
 /// learns when a Synchronizer starts. Such a collective has the optional members
 ///   void start(const Setup&);   // once, before the first unit
 ///   void stop();                // once, after the last; ends what start began
-///   int stalled_on(std::chrono::milliseconds at_least) const;  // the rank a unit has waited
-///                               // for that long, or -1 (which peer is gone: schedule::PeerAbort)
-/// (collective::start / stop / stalled_on call them when present).
+///   transport::Wait stall() const;  // the rank a unit waits for on a thread of the collective's
+///                               // own, and since when (whom this rank is stuck on: schedule::Watchdog)
+/// (collective::start / stop / stall call them when present).
 struct Setup {
   transport::Transport& transport;          ///< the synchronizer's transport (its timeout, its cancellation)
   std::size_t units = 0;                    ///< units, tagged 0 .. units-1
@@ -79,9 +80,9 @@ void stop(K& k) {
   if constexpr (requires { k.stop(); }) k.stop();
 }
 template <class K>
-int stalled_on(const K& k, std::chrono::milliseconds at_least) {
-  if constexpr (requires { k.stalled_on(at_least); }) return k.stalled_on(at_least);
-  else return -1;
+transport::Wait stall(const K& k) {
+  if constexpr (requires { k.stall(); }) return k.stall();
+  else return {};
 }
 
 /// Scratch buffers for encoded messages (grown by detail::Wire to each message's wire size) and

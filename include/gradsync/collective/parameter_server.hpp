@@ -48,8 +48,8 @@ struct ParameterServer {
   void stop() {
     if (server_) server_->stop();
   }
-  /// The worker a unit held by this rank's server has waited for at least `at_least`, or -1.
-  int stalled_on(std::chrono::milliseconds at_least) const { return server_ ? server_->stalled_on(at_least) : -1; }
+  /// The worker a unit held by this rank's server waits for, and since when (peer -1: none).
+  transport::Wait stall() const { return server_ ? server_->stall() : transport::Wait{}; }
 
   /// The rank that serves unit `unit` among `ranks`.
   static int server_of(std::uint64_t unit, int ranks) { return static_cast<int>(unit % static_cast<std::uint64_t>(ranks)); }

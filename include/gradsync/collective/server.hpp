@@ -22,6 +22,7 @@
 #include "../detail/backoff.hpp"
 #include "../schedule/lanes.hpp"
 #include "../transport/transport.hpp"
+#include "../transport/wait.hpp"
 
 namespace gradsync::collective {
 
@@ -105,11 +106,10 @@ class Server {
     if (s.error_) std::rethrow_exception(s.error_);
   }
 
-  /// The rank the longest-stalled unit has waited for, if for `at_least`; else -1.
-  int stalled_on(std::chrono::milliseconds at_least) const {
-    const auto since = std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(stuck_since_.load()));
+  /// The worker the longest-stalled unit waits for, and since its last progress (peer -1: none).
+  transport::Wait stall() const {
     const int peer = stuck_on_.load();
-    return peer >= 0 && std::chrono::steady_clock::now() - since >= at_least ? peer : -1;
+    return {peer, std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(stuck_since_.load()))};
   }
 
   /// Fails the units still held and joins the thread. Idempotent; from the owner's thread only
@@ -205,7 +205,7 @@ class Server {
   bool stop_ = false, exited_ = false;
   std::exception_ptr error_;
   std::thread thread_;
-  std::atomic<int> stuck_on_{-1};  // stalled_on: the longest-stalled unit's missing rank, and since when
+  std::atomic<int> stuck_on_{-1};  // stall(): the longest-stalled unit's missing rank, and since when
   std::atomic<std::chrono::steady_clock::rep> stuck_since_{0};
 };
 

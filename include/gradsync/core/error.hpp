@@ -27,7 +27,7 @@ struct PeerError : std::runtime_error {
 };
 
 /// A wait for rank `peer` that ran out of time: that rank died, its link is down, or it is slow -
-/// or it is itself waiting for another (schedule::PeerAbort::settle finds which).
+/// or it is itself waiting for another (schedule::Watchdog finds which).
 struct PeerTimeout : PeerError {
   PeerTimeout(const std::string& what, int peer) : PeerError(what), peer(peer) {}
   int peer;

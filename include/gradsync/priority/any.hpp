@@ -18,25 +18,26 @@ namespace gradsync::priority {
 struct AnyPriority {
   std::variant<ForwardOrder, Fifo, Contribution> policy;
 
-  static constexpr std::string_view valid = "fifo, forward, dgt[:alpha=A][:p0=P][:block=N]";
+  /// The policy strings parse() takes (its errors and gradsync-train --help list them).
+  static constexpr std::string_view grammar = "fifo, forward, dgt[:alpha=A][:p0=P][:block=N]";
 
   static AnyPriority parse(std::string_view text) {
     if (text == "forward") return {ForwardOrder{}};
     if (text == "fifo") return {Fifo{}};
     const auto spec = gradsync::detail::split_policy(text);
-    if (spec.name != "dgt") gradsync::detail::bad_policy("priority", text, valid);
+    if (spec.name != "dgt") gradsync::detail::bad_policy("priority", text, grammar);
     Contribution c;
     for (std::string_view rest = spec.arg; spec.has_arg;) {
       const auto [opt, tail, more] = gradsync::detail::split_policy(rest);
       const auto eq = opt.find('=');
-      if (eq == std::string_view::npos) gradsync::detail::bad_policy("priority", text, valid);
+      if (eq == std::string_view::npos) gradsync::detail::bad_policy("priority", text, grammar);
       const std::string_view key = opt.substr(0, eq), value = opt.substr(eq + 1);
       const char* end = value.data() + value.size();
       bool ok = false;
       if (key == "alpha") ok = std::from_chars(value.data(), end, c.alpha).ptr == end;
       else if (key == "p0") ok = std::from_chars(value.data(), end, c.p0).ptr == end;
       else if (key == "block") ok = std::from_chars(value.data(), end, c.block).ptr == end;
-      if (!ok || value.empty()) gradsync::detail::bad_policy("priority", text, valid);
+      if (!ok || value.empty()) gradsync::detail::bad_policy("priority", text, grammar);
       if (!more) break;
       rest = tail;
     }

@@ -1,14 +1,22 @@
 #pragma once
-/// The setup handshake (the Synchronizer runs it at construction): every rank sends rank 0 what it believes (model signature, policies,
-/// world size); rank 0 compares and sends every rank the same verdict, so a mismatch fails on all
-/// ranks with one message that names the rank that differs and in what. The verdict also carries
-/// a session number, the same on every rank and new for every handshake, which later control
-/// messages (a failing rank's abort) carry so that one left over from an earlier synchronizer on
-/// the same transport is never mistaken for news.
+/// The setup handshake (the Synchronizer runs it at construction): every rank sends rank 0 what it
+/// believes - model signature, world size, and in full every policy with its knobs and the options
+/// that must agree - and rank 0 compares and sends every rank the same verdict, so a mismatch fails
+/// on all ranks with one message that names the rank that differs and shows both texts whole. The
+/// verdict also carries a session number, the same on every rank and new for every handshake, which
+/// later control messages (schedule::Watchdog's) carry so that one left over from an earlier
+/// synchronizer on the same transport is never mistaken for news.
+///
+/// \code
+///   const std::uint64_t session = schedule::handshake(transport, {signature, world, layers,
+///                                                                 "fixed:40000/forward/qsgd8:bucket=1024/ring/mean/seed=7"});
+/// \endcode
 #include <chrono>
 #include <cstring>
 #include <random>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "../core/error.hpp"
 #include "../transport/transport.hpp"
@@ -19,10 +27,56 @@ struct HandshakeInfo {
   std::uint64_t layout_signature = 0;
   std::int32_t world = 0;
   std::uint32_t layers = 0;
-  char policies[112] = {};  ///< "fixed:40000/forward/fp32/ring/mean/..." (truncated)
+  /// Everything else the ranks must agree on, whole: "fixed:40000/forward/fp32/ring/mean/...".
+  std::string agreed;
 };
 
+/// The longest HandshakeInfo::agreed a rank may send.
+inline constexpr std::size_t max_agreed_text = 16 * 1024;
+
 namespace detail {
+
+/// On the wire: these fixed fields, then the text (a hello: `agreed`; a verdict: the error, empty
+/// when all agree).
+struct HelloHeader {
+  std::uint64_t layout_signature = 0;
+  std::int32_t world = 0;
+  std::uint32_t layers = 0;
+};
+struct VerdictHeader {
+  std::uint64_t session = 0;
+};
+/// The longest verdict: both texts whole, the fields that differ, and words around them.
+inline constexpr std::size_t max_verdict_text = 4 * max_agreed_text + 1024;
+
+template <class Header>
+std::vector<std::byte> message(const Header& h, const std::string& text) {
+  std::vector<std::byte> m(sizeof h + text.size());
+  std::memcpy(m.data(), &h, sizeof h);
+  std::memcpy(m.data() + sizeof h, text.data(), text.size());
+  return m;
+}
+template <class Header>
+Header header_of(std::span<const std::byte> m) {
+  Header h;
+  std::memcpy(&h, m.data(), sizeof h);
+  return h;
+}
+inline std::string text_of(std::span<const std::byte> m, std::size_t header) {
+  return {reinterpret_cast<const char*>(m.data()) + header, m.size() - header};
+}
+
+/// "a/b/c" and "a/x/c": "'b' vs 'x'" (the first '/'-separated field that differs).
+inline std::string first_difference(const std::string& a, const std::string& b) {
+  std::size_t from = 0;
+  for (;;) {
+    const std::size_t ea = a.find('/', from), eb = b.find('/', from);
+    const std::string fa = a.substr(from, ea - from), fb = b.substr(from, eb - from);
+    if (fa != fb || ea == std::string::npos || eb == std::string::npos) return "'" + fa + "' vs '" + fb + "'";
+    from = ea + 1;
+  }
+}
+
 inline std::string compare_hello(const HandshakeInfo& root, const HandshakeInfo& other, int rank) {
   const std::string who = "rank " + std::to_string(rank);
   if (other.world != root.world)
@@ -33,40 +87,54 @@ inline std::string compare_hello(const HandshakeInfo& root, const HandshakeInfo&
            std::to_string(other.layout_signature) + ") than rank 0 (" + std::to_string(root.layers) +
            " layers, signature " + std::to_string(root.layout_signature) +
            "): build the same model with the same parameter names and sizes on every rank";
-  if (std::strncmp(other.policies, root.policies, sizeof root.policies) != 0)
-    return who + " uses policies '" + std::string(other.policies) + "' but rank 0 uses '" +
-           std::string(root.policies) + "': pass the same policies and options on every rank";
+  if (other.agreed != root.agreed)
+    return who + " uses policies '" + other.agreed + "' but rank 0 uses '" + root.agreed + "' (they differ in " +
+           first_difference(other.agreed, root.agreed) + "): pass the same policies and options on every rank";
   return {};
 }
+
 }  // namespace detail
 
 /// Runs the handshake on `t`; throws PeerError with the same message on every rank on mismatch.
 /// Returns the session number.
-inline std::uint64_t handshake(transport::Transport& t, HandshakeInfo mine) {
+inline std::uint64_t handshake(transport::Transport& t, const HandshakeInfo& mine) {
+  if (mine.agreed.size() > max_agreed_text)
+    throw UsageError("gradsync: the policies' descriptions take " + std::to_string(mine.agreed.size()) +
+                     " characters, more than the handshake's " + std::to_string(max_agreed_text) +
+                     ": give the policies shorter describe() texts");
   const int n = t.size();
-  auto bytes = [](auto& v) { return std::as_writable_bytes(std::span(&v, 1)); };
-  struct Verdict {
-    std::uint64_t session = 0;
-    char text[1016] = {};  // empty: all agree
-  } verdict;
+  std::vector<std::byte> in;
+  std::string verdict;
+  std::uint64_t session = 0;
   if (t.rank() == 0) {
-    verdict.session = std::random_device{}() ^ static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    std::string text;
+    session = std::random_device{}() ^ static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    in.resize(sizeof(detail::HelloHeader) + max_agreed_text);
     for (int r = 1; r < n; ++r) {
-      HandshakeInfo other;
-      const std::size_t got = t.recv(r, transport::handshake_tag, bytes(other));
-      if (got != sizeof other) text = "rank " + std::to_string(r) + " sent a malformed handshake (different gradsync version?)";
-      else if (text.empty()) text = detail::compare_hello(mine, other, r);
+      const std::size_t got = t.recv(r, transport::handshake_tag, in);
+      if (got < sizeof(detail::HelloHeader)) {
+        if (verdict.empty()) verdict = "rank " + std::to_string(r) + " sent a malformed handshake (different gradsync version?)";
+        continue;
+      }
+      const auto m = std::span(in).first(got);
+      const auto h = detail::header_of<detail::HelloHeader>(m);
+      const HandshakeInfo other{h.layout_signature, h.world, h.layers, detail::text_of(m, sizeof h)};
+      if (verdict.empty()) verdict = detail::compare_hello(mine, other, r);
     }
-    std::strncpy(verdict.text, text.c_str(), sizeof verdict.text - 1);
-    for (int r = 1; r < n; ++r) t.send(r, transport::handshake_tag, std::as_bytes(std::span(&verdict, 1)));
+    const auto out = detail::message(detail::VerdictHeader{session}, verdict);
+    for (int r = 1; r < n; ++r) t.send(r, transport::handshake_tag, out);
   } else {
-    t.send(0, transport::handshake_tag, std::as_bytes(std::span(&mine, 1)));
-    if (t.recv(0, transport::handshake_tag, bytes(verdict)) != sizeof verdict)
+    t.send(0, transport::handshake_tag,
+           detail::message(detail::HelloHeader{mine.layout_signature, mine.world, mine.layers}, mine.agreed));
+    in.resize(sizeof(detail::VerdictHeader) + detail::max_verdict_text);
+    const std::size_t got = t.recv(0, transport::handshake_tag, in);
+    if (got < sizeof(detail::VerdictHeader))
       throw PeerError("gradsync: ranks disagree: rank 0 sent a malformed handshake verdict (different gradsync version?)");
+    const auto m = std::span(in).first(got);
+    session = detail::header_of<detail::VerdictHeader>(m).session;
+    verdict = detail::text_of(m, sizeof(detail::VerdictHeader));
   }
-  if (verdict.text[0] != 0) throw PeerError("gradsync: ranks disagree: " + std::string(verdict.text));
-  return verdict.session;
+  if (!verdict.empty()) throw PeerError("gradsync: ranks disagree: " + verdict);
+  return session;
 }
 
 }  // namespace gradsync::schedule

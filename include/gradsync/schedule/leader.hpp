@@ -46,6 +46,7 @@
 #include "../core/options.hpp"
 #include "../detail/backoff.hpp"
 #include "../transport/transport.hpp"
+#include "../transport/wait.hpp"
 #include "control.hpp"
 #include "lanes.hpp"
 #include "units.hpp"
@@ -148,26 +149,24 @@ class Leader {
     handed_over_.notify_all();
   }
 
-  /// The rank this one has waited for at least `at_least` to go on choosing, or -1: what a
-  /// timed-out rank is stuck on while its executors wait here. On rank 0, the rank that has not
-  /// reported a unit ready on rank 0 (the longest waited for); elsewhere rank 0, whose decision
-  /// has not come.
-  int waiting_for(std::chrono::milliseconds at_least) const {
-    const auto now = UnitTable::clock::now();
-    if (!leads()) return now - receiving_since_.load() >= at_least ? 0 : -1;
-    int peer = -1;
-    auto oldest = now - at_least;
-    for (std::uint32_t u = 0; u < table_.size(); ++u) {
-      const std::int64_t it = table_.ready_iteration(u);
-      if (it < 0 || table_.ready_at(u) > oldest) continue;
-      for (int r = 1; r < t_.size(); ++r)
-        if (reported(r, u).load() < it) {
-          peer = r;
-          oldest = table_.ready_at(u);
-          break;
-        }
+  /// Calls each(transport::Wait) for every rank this one waits for to go on choosing: on rank 0,
+  /// each rank that has not reported a unit that is ready here (since the oldest such unit became
+  /// ready); elsewhere rank 0, while its decision is awaited. What schedule::Watchdog asks when a
+  /// wait times out: a missing report or decision may only follow from another rank's silence.
+  template <class F>
+  void waits(F&& each) const {
+    if (!leads()) {
+      if (const auto since = receiving_since_.load(); since != never) each(transport::Wait{0, since});
+      return;
     }
-    return peer;
+    for (int r = 1; r < t_.size(); ++r) {
+      auto oldest = never;
+      for (std::uint32_t u = 0; u < table_.size(); ++u) {
+        const std::int64_t it = table_.ready_iteration(u);
+        if (it >= 0 && reported(r, u).load() < it) oldest = std::min(oldest, table_.ready_at(u));
+      }
+      if (oldest != never) each(transport::Wait{r, oldest});
+    }
   }
 
  private:

@@ -96,14 +96,14 @@ class UnitTable {
       State& s = state_[u];
       if (s.pending.fetch_sub(1) != 1) continue;
       s.pending.store(static_cast<int>(units_[u].segments.size()));
-      s.ready_at = clock::now();
+      s.ready_at.store(clock::now());
       s.ready_iteration.store(iteration);
       ready(u);
     }
   }
   /// The iteration in which unit u last became ready (-1: never), and when.
   std::int64_t ready_iteration(std::uint32_t u) const { return state_[u].ready_iteration.load(); }
-  clock::time_point ready_at(std::uint32_t u) const { return state_[u].ready_at; }
+  clock::time_point ready_at(std::uint32_t u) const { return state_[u].ready_at.load(); }
   /// Unit u is aggregated: its layers have one unit fewer in flight.
   void complete(std::uint32_t u) {
     for (const Segment& g : units_[u].segments) layers_[g.layer].remaining.fetch_sub(1);
@@ -119,7 +119,7 @@ class UnitTable {
   struct State {
     std::atomic<int> pending{0};                    // layers still to hand over this iteration
     std::atomic<std::int64_t> ready_iteration{-1};  // iteration in which the unit became ready
-    clock::time_point ready_at{};
+    std::atomic<clock::time_point> ready_at{};      // read by the watchdog's thread too
     std::size_t residual_offset = 0;
   };
 

@@ -19,10 +19,12 @@ namespace gradsync::slicing {
 struct AnySlicing {
   std::variant<FixedSlices, WholeLayer, Fusion, SliceAndFuse, EvenSplit> policy;
 
+  /// The policy strings parse() takes (its errors and gradsync-train --help list them).
+  static constexpr std::string_view grammar = "whole, fixed[:N], fusion[:BYTES], slicefuse[:N], split[:P[:N]]";
+
   static AnySlicing parse(std::string_view text) {
-    static constexpr std::string_view valid = "whole, fixed[:N], fusion[:BYTES], slicefuse[:N], split[:P[:N]]";
     const auto spec = gradsync::detail::split_policy(text);
-    auto size = [&] { return gradsync::detail::parse_size(spec.arg, "slicing", text, valid); };
+    auto size = [&] { return gradsync::detail::parse_size(spec.arg, "slicing", text, grammar); };
     if (spec.name == "whole" && !spec.has_arg) return {WholeLayer{}};
     if (spec.name == "fixed") return {spec.has_arg ? FixedSlices{size()} : FixedSlices{}};
     if (spec.name == "fusion") return {spec.has_arg ? Fusion{size()} : Fusion{}};
@@ -31,12 +33,12 @@ struct AnySlicing {
       EvenSplit e;
       if (spec.has_arg) {
         const auto [parts, min, has_min] = gradsync::detail::split_policy(spec.arg);
-        e.parts = static_cast<std::size_t>(gradsync::detail::parse_count(parts, "slicing", text, valid));
-        if (has_min) e.min_elements = gradsync::detail::parse_size(min, "slicing", text, valid);
+        e.parts = static_cast<std::size_t>(gradsync::detail::parse_count(parts, "slicing", text, grammar));
+        if (has_min) e.min_elements = gradsync::detail::parse_size(min, "slicing", text, grammar);
       }
       return {e};
     }
-    gradsync::detail::bad_policy("slicing", text, valid);
+    gradsync::detail::bad_policy("slicing", text, grammar);
   }
 
   std::vector<Unit> plan(const ModelLayout& layout) const {

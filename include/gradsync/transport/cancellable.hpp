@@ -2,10 +2,12 @@
 /// Cancellable: a decorator that gives every wait on another transport one timeout and a way out.
 /// The Synchronizer talks to its peers through one, so that
 ///  - `Options::timeout` is the only timeout that applies (the wrapped transport's own is not
-///    reached: waits are cut into short slices), and a silent peer's PeerError names it;
+///    reached: waits are cut into short slices), and a silent peer's PeerTimeout names it;
 ///  - cancel() ends every wait in progress and to come at once (within a slice) with the reason
 ///    given, so a rank that failed, or that learned a peer failed, stops its threads at once
-///    instead of waiting a timeout in each.
+///    instead of waiting a timeout in each;
+///  - waits() lists the receives and sends in progress: whom this rank waits for, and since when
+///    (schedule::Watchdog asks when it diagnoses a timeout).
 ///
 /// \code
 ///   gradsync::transport::Cancellable c(mpi, std::chrono::seconds(30));
@@ -22,6 +24,7 @@
 
 #include "../detail/backoff.hpp"
 #include "transport.hpp"
+#include "wait.hpp"
 
 namespace gradsync::transport {
 
@@ -63,6 +66,7 @@ class Cancellable final : public Transport {
     return id;
   }
   void wait_sent(SendId id) override {
+    const Waiting waiting(*this, destination(id));
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
     gradsync::detail::Backoff backoff;
     while (!inner_.test_sent(id)) {
@@ -92,24 +96,20 @@ class Cancellable final : public Transport {
     return inner_.try_recv(src, tag, out);
   }
 
-  /// The peer of the longest receive in progress, if it has lasted `at_least`; else -1. (Who this
-  /// rank is stuck on, for the peers settling which rank is gone: schedule::PeerAbort.)
-  int waiting_for(std::chrono::milliseconds at_least) const {
+  /// Calls each(Wait) for every receive and send in progress (under a lock: keep it short).
+  template <class F>
+  void waits(F&& each) const {
     std::lock_guard lock(mutex_);
-    auto oldest = std::chrono::steady_clock::now() - at_least;
-    int peer = -1;
-    for (const Wait& w : waits_)
-      if (w.since <= oldest) oldest = w.since, peer = w.peer;
-    return peer;
+    for (const Registered& w : waits_) each(Wait{w.peer, w.since});
   }
 
  private:
-  struct Wait {
+  struct Registered {
     const void* id;
     int peer;
     std::chrono::steady_clock::time_point since;
   };
-  /// Registers a receive in progress in waits_ for its lifetime.
+  /// Registers a receive or send in progress in waits_ for its lifetime.
   class Waiting {
    public:
     Waiting(Cancellable& c, int peer) : c_(c) {
@@ -118,7 +118,7 @@ class Cancellable final : public Transport {
     }
     ~Waiting() {
       std::lock_guard lock(c_.mutex_);
-      const auto it = std::ranges::find(c_.waits_, static_cast<const void*>(this), &Wait::id);
+      const auto it = std::ranges::find(c_.waits_, static_cast<const void*>(this), &Registered::id);
       *it = c_.waits_.back();
       c_.waits_.pop_back();
     }
@@ -133,6 +133,12 @@ class Cancellable final : public Transport {
     int dst;
     Tag tag;
   };
+  /// The peer send `id` goes to (-1 if it is not in flight).
+  int destination(SendId id) const {
+    std::lock_guard lock(mutex_);
+    const auto it = std::ranges::find(in_flight_, id, &Sent::id);
+    return it == in_flight_.end() ? -1 : it->dst;
+  }
   /// Drops send `id` from in_flight_ and returns what it was (for the error naming its peer).
   Sent forget(SendId id) {
     std::lock_guard lock(mutex_);
@@ -154,7 +160,7 @@ class Cancellable final : public Transport {
   mutable std::mutex mutex_;  // guards why_, in_flight_ and waits_
   std::exception_ptr why_;
   std::vector<Sent> in_flight_;  // send_async's sends not yet waited for (a few: the ring's window)
-  std::vector<Wait> waits_;      // receives in progress (one per thread at most)
+  std::vector<Registered> waits_;  // receives and sends in progress (one per thread at most)
   std::atomic<bool> cancelled_{false};
 };
 

@@ -13,8 +13,9 @@
 /// \endcode
 ///
 /// Needs MPI_THREAD_MULTIPLE: gradsync's executors (and the parameter server's thread) call MPI at once.
-/// MpiSession also sets Open MPI's TCP eager limit to a ring segment (apply_mpi_defaults in
-/// mpi_session.hpp); a program that calls MPI_Init_thread itself should call
+/// MpiSession also sets Open MPI's TCP eager limit to a ring segment and ignores SIGPIPE (a dead
+/// peer's socket must not kill this rank: apply_mpi_defaults in mpi_session.hpp); a program that
+/// calls MPI_Init_thread itself should call
 /// transport::apply_mpi_defaults() first, or pass `--mca btl_tcp_eager_limit 1048640 --mca
 /// btl_tcp_max_send_size 1048640` to mpirun.
 /// Waits poll MPI_Test with detail::Backoff: a few polls back to back, then sleeps of 20-200 us

@@ -11,8 +11,11 @@
 /// \endcode
 #include <mpi.h>
 
+#include <signal.h>
+
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -34,26 +37,32 @@ inline std::string mpi_error(int code) {
 
 }  // namespace detail
 
-/// Open MPI settings gradsync's traffic needs over TCP, applied by MpiSession before MPI_Init_thread
-/// as defaults (an OMPI_MCA_ variable already set, e.g. by `mpirun --mca NAME VALUE`, wins):
-///  - btl_tcp_eager_limit / btl_tcp_max_send_size 1 MiB + 64: a ring segment (P3: 80 kB per
+/// Settings gradsync's traffic needs over TCP, applied by MpiSession before MPI_Init_thread as
+/// defaults (what the user set first wins):
+///  - Open MPI's btl_tcp_eager_limit / btl_tcp_max_send_size 1 MiB + 64, unless an OMPI_MCA_
+///    variable (e.g. from `mpirun --mca NAME VALUE`) sets them: a ring segment (P3: 80 kB per
 ///    slice and peer; 1 MiB at most, collective::Ring::segment_bytes) goes in one eager message.
 ///    Above Open MPI's default of 64 kB a message is a rendezvous: its data follows only after
 ///    the receiver's answer reaches the sender, and MPI answers only inside an MPI call of the
 ///    receiver and moves the data only inside one of the sender, i.e. when gradsync's polling
 ///    threads wake: two wake-ups per message, with the link idle meanwhile.
-/// Returns what it set, "NAME=VALUE ..." (empty when nothing, e.g. another MPI).
+///  - SIGPIPE ignored, unless the program handles it: a write to the socket of a peer that died
+///    then fails with EPIPE, which MPI reports, instead of killing this rank without a word (Open
+///    MPI's TCP btl writes without MSG_NOSIGNAL). Survivors killed so made the others name them
+///    instead of the rank that died (issue 30: faults.smoke's rank 1 named rank 0).
+/// Returns what it set, "NAME=VALUE ..." (empty when nothing).
 inline std::string apply_mpi_defaults() {
   std::string applied;
+  const auto note = [&](const std::string& what) { applied += (applied.empty() ? "" : " ") + what; };
 #if defined(OPEN_MPI) && OPEN_MPI
   static constexpr const char* defaults[][2] = {{"OMPI_MCA_btl_tcp_eager_limit", "1048640"},
                                                 {"OMPI_MCA_btl_tcp_max_send_size", "1048640"}};
   for (const auto& [name, value] : defaults)
-    if (!std::getenv(name) && ::setenv(name, value, 0) == 0) {
-      if (!applied.empty()) applied += ' ';
-      applied.append(name).append("=").append(value);
-    }
+    if (!std::getenv(name) && ::setenv(name, value, 0) == 0) note(std::string(name) + "=" + value);
 #endif
+  struct sigaction pipe {};
+  if (::sigaction(SIGPIPE, nullptr, &pipe) == 0 && pipe.sa_handler == SIG_DFL && std::signal(SIGPIPE, SIG_IGN) != SIG_ERR)
+    note("SIGPIPE=SIG_IGN");
   return applied;
 }
 
