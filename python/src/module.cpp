@@ -62,8 +62,15 @@ class World {
   }
   /// For rank 0's tensors to every rank outside a DistributedOptimizer (gradsync.torch.broadcast).
   gs::transport::Transport& helper() { return helper_.get(); }
+  /// Takes a transport no longer used. MPI ones are kept until exit: a freed communicator's number
+  /// is given to the next one, and Open MPI delivers to it the messages still on their way to the
+  /// old one (a failed synchronizer's, say) - they would be taken for the new one's.
+  void retire(Connection c) {
+    if (c.mpi) retired_.push_back(std::move(c.mpi));
+  }
   void shutdown() {
     helper_ = {};
+    for (auto& t : retired_) (void)t.release();  // MPI_Finalize frees what is left
 #if defined(GRADSYNC_WITH_MPI)
     if (session_) session_->finalize_within(std::chrono::seconds(10), 1);
     session_.reset();
@@ -87,6 +94,7 @@ class World {
   std::optional<gs::transport::MpiSession> session_;
 #endif
   Connection helper_;
+  std::vector<std::unique_ptr<gs::transport::Transport>> retired_;
 };
 
 /// A unit's life in a trace, times in steady-clock nanoseconds (Python's time.monotonic_ns()).
@@ -182,7 +190,7 @@ class Replica {
     live().erase(this);
     attachment_.reset();
     throttled_.reset();
-    transport_ = {};
+    World::get().retire(std::move(transport_));
   }
 
   py::dict stats() {
