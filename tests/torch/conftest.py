@@ -13,6 +13,7 @@ import torch.distributed as dist
 import gradsync.torch as gs
 
 torch.set_num_threads(1)  # ranks share the cores; one thread also keeps the arithmetic identical
+os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # DDP's gloo and gradsync's collective 'gloo'
 
 
 @pytest.fixture(scope="session")
@@ -31,7 +32,6 @@ def ddp_group(world):
         path[: len(name)] = torch.tensor(list(name), dtype=torch.uint8)
     gs.broadcast(path)
     store = bytes(path[path != 0].tolist()).decode()
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=size)
     yield
     dist.destroy_process_group()
