@@ -421,7 +421,7 @@ class Attachment {
       slots_[p].layer = static_cast<std::uint32_t>(i);
       specs.push_back({name(p), static_cast<std::size_t>(model_.parameters[p].tensor.numel())});
     }
-    sync_ = std::make_unique<Sync>(t_, ModelLayout(std::move(specs)), config_.options, config_.policies);
+    sync_ = std::make_unique<Sync>(t_, ModelLayout(std::move(specs)), config_.options, std::move(config_.policies));
   }
 
   transport::Transport& t_;
