@@ -39,7 +39,11 @@ def size():
 
 def broadcast(tensor):
     """Copies rank 0's `tensor` into every rank's, in place (same shape and dtype on every rank)."""
-    _C.broadcast(tensor)
+    contiguous = tensor.contiguous()
+    _C.broadcast(contiguous)
+    if contiguous is not tensor:
+        with torch.no_grad():
+            tensor.copy_(contiguous)
     return tensor
 
 

@@ -4,6 +4,7 @@ Run under mpiexec (tests/torch/CMakeLists.txt: 2 and 3 ranks) or alone (a world 
 rank runs the same tests in the same order, so a test that needs another world size skips on all.
 """
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -35,3 +36,5 @@ def ddp_group(world):
     dist.init_process_group("gloo", init_method="file://" + store, rank=rank, world_size=size)
     yield
     dist.destroy_process_group()
+    if rank == 0:
+        shutil.rmtree(os.path.dirname(store), ignore_errors=True)

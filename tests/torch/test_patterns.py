@@ -177,3 +177,8 @@ def test_parameters_outside_the_optimizer(world):
         return sgd(params[:-1])
 
     compare(batches(world[0], 4), make_opt=partial)
+
+
+def test_channels_last_parameters(world):
+    """Dense but not contiguous (channels-last convolution weights): aggregated in memory order."""
+    compare(batches(world[0], 3), make_model=lambda: model().to(memory_format=torch.channels_last))

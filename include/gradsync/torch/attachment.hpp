@@ -310,9 +310,18 @@ class Attachment {
       throw UsageError("gradsync: parameter '" + name(p) + "' got a " + std::string(at::toString(g.scalar_type())) +
                        " gradient; gradsync aggregates float32 gradients: keep the parameter float32");
     if (!g.device().is_cpu() || g.layout() != at::kStrided || !g.is_non_overlapping_and_dense() ||
-        g.strides() != model_.parameters[p].tensor.strides())
+        !same_order(g, model_.parameters[p].tensor))
       throw UsageError("gradsync: parameter '" + name(p) + "' got a gradient that is not a dense host tensor laid "
                        "out like the parameter; gradsync aggregates those only");
+  }
+
+  /// Whether dense tensors `a` and `b` of one shape hold their elements in the same memory order
+  /// (strides of dimensions of size 1 do not matter: autograd may give those any value).
+  static bool same_order(const at::Tensor& a, const at::Tensor& b) {
+    if (a.sizes() != b.sizes()) return false;
+    for (std::int64_t d = 0; d < a.dim(); ++d)
+      if (a.size(d) > 1 && a.stride(d) != b.stride(d)) return false;
+    return true;
   }
 
   // ---- the iteration ----
