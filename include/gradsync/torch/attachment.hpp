@@ -180,8 +180,6 @@ class Attachment {
   Statistics stats() const { return sync_ ? sync_->stats() : Statistics{}; }
   /// The Synchronizer, once the first step() built it (null before).
   const Sync* synchronizer() const { return sync_.get(); }
-  const Model& model() const { return model_; }
-  transport::Transport& transport() { return t_; }
   /// Modules whose forward steps parameters (after the first step()): those to hook.
   std::vector<std::size_t> stepping_modules() const {
     std::vector<std::size_t> out;
