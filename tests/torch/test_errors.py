@@ -1,5 +1,6 @@
 """Bad input gets an error naming the parameter (or the policy) and the fix - on every rank, and
 never a hang."""
+import contextlib
 import re
 
 import pytest
@@ -8,7 +9,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import gradsync.torch as gs
-from helpers import ConvNet, batches, model, sgd
+from helpers import batches, model, sgd
 
 
 def train(net, opt, data):
@@ -30,7 +31,7 @@ class SparseEmbedding(nn.Module):
 
 def test_sparse_gradient_names_the_parameter(world):
     net = model(SparseEmbedding)
-    with gs.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=0.1), net) as opt:
+    with gs.DistributedOptimizer(torch.optim.SGD(net.parameters(), lr=0.1), net):
         with pytest.raises(RuntimeError, match=r"parameter 'emb.weight' got a sparse gradient.*sparse=False"):
             net(torch.tensor([1, 2, 3])).sum().backward()
 
@@ -81,13 +82,19 @@ def test_optimizers_that_cannot_step_per_module(world):
         gs.DistributedOptimizer(torch.optim.SGD([{"params": net.parameters()}, {"params": [torch.zeros(3)]}], lr=0.1), net)
 
 
-def test_zero_grad_between_backward_and_step(world):
+@contextlib.contextmanager
+def after_one_step(world, batches_left=1):
+    """A DistributedOptimizer past its first step (its layout built), and the next batches' losses."""
     net = model()
     with gs.DistributedOptimizer(sgd(net.parameters()), net) as opt:
-        data = batches(world[0], 2)
+        data = batches(world[0], 1 + batches_left)
         train(net, opt, data[:1])
-        x, y = data[1]
-        F.cross_entropy(net(x), y).backward()
+        yield opt, [F.cross_entropy(net(x), y) for x, y in data[1:]]
+
+
+def test_zero_grad_between_backward_and_step(world):
+    with after_one_step(world) as (opt, (loss,)):
+        loss.backward()
         with pytest.raises(gs.UsageError, match=r"zero_grad\(\) between backward\(\) and step\(\) would discard "
                                                 r"gradients in flight \(parameter '.*'\)"):
             opt.zero_grad()
@@ -95,28 +102,16 @@ def test_zero_grad_between_backward_and_step(world):
 
 
 def test_more_backward_passes_than_declared(world):
-    net = model()
-    with gs.DistributedOptimizer(sgd(net.parameters()), net) as opt:
-        data = batches(world[0], 3)
-        train(net, opt, data[:1])
-        for x, y in data[1:]:
-            loss = F.cross_entropy(net(x), y)
-            if x is data[2][0]:
-                with pytest.raises(RuntimeError, match=r"parameter 'fc.bias' got another gradient .*"
-                                                       r"backward_passes_per_step \(1\)"):
-                    loss.backward()
-            else:
-                loss.backward()
+    with after_one_step(world, 2) as (opt, (first, second)):
+        first.backward()
+        with pytest.raises(RuntimeError, match=r"parameter 'fc.bias' got another gradient .*"
+                                               r"backward_passes_per_step \(1\)"):
+            second.backward()
         opt.abort("the test stops here")
 
 
 def test_non_finite_gradient_names_the_parameter(world):
-    net = model()
-    with gs.DistributedOptimizer(sgd(net.parameters()), net) as opt:
-        data = batches(world[0], 2)
-        train(net, opt, data[:1])
-        x, y = data[1]
-        loss = F.cross_entropy(net(x), y)
+    with after_one_step(world) as (opt, (loss,)):
         with pytest.raises(RuntimeError, match=r"layer 'fc.bias' has a non-finite gradient"):
             (loss * float("inf")).backward()
         opt.abort("the test stops here")

@@ -3,7 +3,6 @@ iteration starts while the last layer's units of the previous one are still on t
 import time
 
 import pytest
-import torch
 import torch.nn.functional as F
 
 import gradsync.torch as gs

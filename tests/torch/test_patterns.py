@@ -5,7 +5,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from helpers import ConvNet, assert_matches_ddp, batches, model, plain_loop, run_ddp, run_gradsync, sgd
+from helpers import ConvNet, assert_matches_ddp, batches, model, run_ddp, run_gradsync, sgd
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,6 @@ replicas stay bit-identical. Every codec makes the loss fall, and puts on the wi
 import pytest
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 import gradsync.torch as gs
 from helpers import assert_replicas_identical, batches, model, run_gradsync
