@@ -5,10 +5,7 @@ include_guard(GLOBAL)
 if(DEFINED GRADSYNC_ENABLE_GLOO AND NOT GRADSYNC_ENABLE_GLOO)
   return()
 endif()
-find_package(Gloo CONFIG QUIET)
-if(NOT Gloo_FOUND OR NOT TARGET gloo)
-  message(STATUS "gradsync: Gloo not found (Debian: libgloo-dev); collective 'gloo' (gradsync::gloo) is not available")
-  return()
-endif()
 include(${CMAKE_CURRENT_LIST_DIR}/gradsyncOptionalTarget.cmake)
-gradsync_optional_target(gloo GRADSYNC_WITH_GLOO gloo)
+gradsync_optional_package(gloo GRADSYNC_WITH_GLOO gloo
+                          "Gloo not found (Debian: libgloo-dev); collective 'gloo' (gradsync::gloo) is not available"
+                          Gloo CONFIG)

@@ -9,6 +9,7 @@ E2E_DIR=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$E2E_DIR/../.." && pwd)
 source "$E2E_DIR/topology.sh"
 source "$E2E_DIR/policies.sh"
+source "$E2E_DIR/record.sh"
 
 models=vgg11,resnet20 width=1 nodes=2 links=unlimited,10gbit,1gbit,300mbit policies=$ALL_POLICIES
 iterations=12 warmup=2 batch=32 threads=1 run_timeout=900 install=1 trace=0
@@ -142,18 +143,6 @@ topo_create "$nodes"
 export TOPO_TIMEOUT=$run_timeout
 ports=$(for i in $(topo_nodes); do printf 'p%s,' "$i"; done)
 ports=${ports%,}
-
-# record KEY=VALUE...: one line of runs.jsonl (values are numbers, plain words or empty: null).
-record() {
-  local kv fields=()
-  for kv in "$@"; do
-    local v=${kv#*=}
-    [ -n "$v" ] || v=null
-    [[ $v =~ ^(-?[0-9.]+|null)$ ]] || v="\"$v\""
-    fields+=("\"${kv%%=*}\": $v")
-  done
-  (IFS=,; echo "{${fields[*]}}") >>"$runs"
-}
 
 machine_busy_seconds() { # CPU time of all cores since boot, idle excluded (/proc/stat)
   awk -v hz="$(getconf CLK_TCK)" '/^cpu / {printf "%.3f\n", ($2 + $3 + $4 + $7 + $8 + $9) / hz}' /proc/stat

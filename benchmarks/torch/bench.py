@@ -1,0 +1,140 @@
+"""One rank of one contender of the PyTorch end-to-end sweep (sweep.sh): the same torchvision (or
+Transformer) model, batch, threads and SGD step, synchronized by
+
+  compute    nothing: each process trains its own replica (the compute-only bound)
+  hooks      gradsync.torch in a world of one: the hooks' cost over plain PyTorch, no network
+  ddp        DistributedDataParallel, gloo, default buckets (25 MB)
+  ddp-fp16   the same with DDP's fp16_compress_hook
+  wfbp       gradsync: whole layers, FIFO, fp32, ring (wait-free backprop)
+  p3         gradsync: fixed:40000, forward, fp32, ring (P3)
+  p3-fp16    p3 with the fp16 codec
+  p3-qsgd8   p3 with the qsgd8 codec
+
+DDP ranks come from RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (torchrun is broken on Python
+3.11); gradsync ranks from mpirun. Rank 0 writes --metrics: every iteration's seconds, the
+parameters, the BLAS library PyTorch loaded, gradsync's counters.
+"""
+import argparse
+import json
+import os
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+GRADSYNC = {
+    "hooks": dict(slicing="fixed:40000", priority="forward", codec="fp32"),
+    "wfbp": dict(slicing="whole", priority="fifo", codec="fp32"),
+    "p3": dict(slicing="fixed:40000", priority="forward", codec="fp32"),
+    "p3-fp16": dict(slicing="fixed:40000", priority="forward", codec="fp16"),
+    "p3-qsgd8": dict(slicing="fixed:40000", priority="forward", codec="qsgd8"),
+}
+CONTENDERS = ["compute", "ddp", "ddp-fp16", *GRADSYNC]
+
+
+class TransformerLM(nn.Module):
+    """A Transformer encoder language model (the attention model of the sweep)."""
+
+    def __init__(self, vocab=16384, width=512, layers=6, heads=8):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.position = nn.Parameter(torch.zeros(1, 1024, width))
+        layer = nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers)
+        self.head = nn.Linear(width, vocab)
+
+    def forward(self, tokens):
+        h = self.embed(tokens) + self.position[:, : tokens.shape[1]]
+        return self.head(self.encoder(h))
+
+
+def build(model, classes):
+    """The model and a fixed synthetic batch maker."""
+    if model == "transformer":
+        return TransformerLM()
+    import torchvision  # python3-torchvision, for the benchmarks only
+
+    return getattr(torchvision.models, model)(num_classes=classes)
+
+
+def blas_library():
+    """The BLAS shared object this process loaded (the sweep requires OpenBLAS)."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if "blas" in os.path.basename(path):
+                return os.path.realpath(path)
+    return ""
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True, help="vgg16, resnet50 (any torchvision model) or transformer")
+    ap.add_argument("--contender", choices=CONTENDERS, required=True)
+    ap.add_argument("--batch", type=int, required=True)
+    ap.add_argument("--input", required=True, help="CxHxW for images; the sequence length for transformer")
+    ap.add_argument("--iterations", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--timeout", type=float, default=900, help="gradsync: seconds to wait for a peer")
+    ap.add_argument("--metrics", required=True)
+    a = ap.parse_args()
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(1)
+    classes = 1000
+    net = build(a.model, classes)
+    parameters = sum(p.numel() for p in net.parameters())
+    if a.model == "transformer":
+        x = torch.randint(0, 16384, (a.batch, int(a.input)))
+        y = torch.roll(x, -1, 1)
+        loss_of = lambda out: F.cross_entropy(out.flatten(0, 1), y.flatten())
+    else:
+        x = torch.randn(a.batch, *[int(d) for d in a.input.split("x")])
+        y = torch.arange(a.batch) % classes
+        loss_of = lambda out: F.cross_entropy(out, y)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    model, rank, world, sync = net, 0, 1, None
+    if a.contender.startswith("ddp"):
+        torch.distributed.init_process_group("gloo")  # env:// rendezvous
+        rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+        model = nn.parallel.DistributedDataParallel(net)
+        if a.contender == "ddp-fp16":
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+            model.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    elif a.contender in GRADSYNC:
+        import gradsync.torch as gs
+
+        rank, world = gs.rank(), gs.size()
+        if a.contender == "hooks" and world != 1:
+            raise SystemExit("bench.py: 'hooks' measures gradsync in a world of one: start it without mpirun")
+        sync = opt = gs.DistributedOptimizer(opt, net, collective="ring", timeout=a.timeout, **GRADSYNC[a.contender])
+    model.train()
+
+    seconds, first_unix = [], time.time()
+    for _ in range(a.iterations):
+        start = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss_of(model(x)).backward()  # DDP all-reduces during backward; gradsync hands over
+        opt.step()  # gradsync: returns at once, steps each module before its next forward
+        seconds.append(time.perf_counter() - start)
+    stats = {}
+    if sync is not None:
+        sync.synchronize()
+        stats = sync.stats()
+        sync.close()
+
+    if rank == 0:
+        with open(a.metrics, "w") as out:
+            json.dump({"config": {"model": a.model, "contender": a.contender, "batch_per_rank": a.batch,
+                                  "input": a.input, "threads": a.threads, "ranks": world,
+                                  "torch": torch.__version__, "blas": blas_library()},
+                       "parameters": parameters, "iterations": a.iterations, "iteration_seconds": seconds,
+                       "first_iteration_unix": first_unix, "gradsync": stats}, out, indent=2)
+    if a.contender.startswith("ddp"):
+        torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""The PyTorch sweep's report (sweep.sh): results.json, table.md with issue 32's goals measured, and
+plots/throughput-<model>.png (throughput against link bandwidth, drawn by ../e2e/throughput.gp).
+
+  report.py OUT                  reads OUT/runs.jsonl and OUT/raw/*.json
+  report.py --median FILE N      the median iteration of one metrics file after N warm-up ones
+
+Definitions (per model, nodes and link):
+  iteration     median of rank 0's iterations after the warm-up
+  samples/s     batch per rank x ranks / iteration
+  wire          the bytes a rank must send per iteration over the link rate: 2(N-1)/N x parameters
+                x bits / 8 (ring all-reduce; DDP's too), bits 32 (fp32), 16 (fp16), 8.0625 (qsgd8:
+                a 32-bit scale per 512 elements); unlimited links: the rate one TCP stream measured
+  bound         max(compute only next to the runs, wire); x bound = iteration / bound
+  x DDP         iteration / DDP's (fp16 contenders: / DDP with its fp16 hook)
+"""
+import json
+import os
+import shutil
+import statistics
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
+from report import gnuplot, link_rates, load_json  # noqa: E402  the e2e sweep's helpers
+
+ORDER = ["wfbp", "p3", "p3-fp16", "p3-qsgd8", "ddp", "ddp-fp16", "hooks", "compute"]
+BITS = {"wfbp": 32, "p3": 32, "p3-fp16": 16, "p3-qsgd8": 8.0625, "ddp": 32, "ddp-fp16": 16}
+NAMES = {"wfbp": "gradsync WFBP", "p3": "gradsync P3 fp32", "p3-fp16": "gradsync P3 fp16",
+         "p3-qsgd8": "gradsync P3 qsgd8", "ddp": "DDP", "ddp-fp16": "DDP fp16 hook",
+         "hooks": "gradsync hooks, 1 node", "compute": "compute only"}
+
+
+def median_after(metrics, warmup):
+    return statistics.median(metrics["iteration_seconds"][warmup:])
+
+
+def analyse(root):
+    records = [json.loads(line) for line in open(os.path.join(root, "runs.jsonl")) if line.strip()]
+    rates = link_rates(records)
+    runs = []
+    for r in records:
+        if "contender" not in r:
+            continue
+        path = os.path.join(root, r["metrics"])
+        ok = r["rc"] == 0 and os.path.exists(path)
+        m = load_json(path) if ok else {}
+        it = median_after(m, r["warmup"]) if ok else None
+        runs.append({**r, "ok": ok, "iteration_s": it, "parameters": m.get("parameters"),
+                     "blas": m.get("config", {}).get("blas"), "gradsync": m.get("gradsync", {}),
+                     "samples_per_s": r["batch"] * r["nodes"] / it if it else None})
+    for r in runs:  # the bounds, once every run is known
+        compute = find(runs, r["model"], r["link"], "compute")
+        bps = rates.get(r["link"], {}).get("bound_bps")
+        wire = None
+        if r["contender"] in BITS and bps and r["parameters"]:
+            n = r["nodes"]
+            wire = 2 * (n - 1) / n * r["parameters"] * BITS[r["contender"]] / bps
+        r["wire_s"] = wire
+        r["bound_s"] = max(x for x in (compute, wire) if x) if (compute or wire) else None
+    return rates, runs
+
+
+def find(runs, model, link, contender):
+    """The median iteration of that run, or None (compute and hooks: on any link if not on this one)."""
+    for r in runs:
+        if r["model"] == model and r["contender"] == contender and r["ok"] and r["link"] == link:
+            return r["iteration_s"]
+    if contender in ("compute", "hooks"):
+        return next((r["iteration_s"] for r in runs if r["model"] == model and r["contender"] == contender and r["ok"]),
+                    None)
+    return None
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}" if a and b else "-"
+
+
+def goals(runs, model, links):
+    """Issue 32's goals for one model: one line each, measured, and whether it is met."""
+    out = []
+    get = lambda link, c: find(runs, model, link, c)
+    bound = lambda link, c: next((r["bound_s"] for r in runs if r["model"] == model and r["link"] == link
+                                  and r["contender"] == c and r["ok"]), None)
+
+    def line(text, met):
+        out.append(f"- {'met' if met else 'MISSED' if met is False else 'not measured'}: {text}")
+
+    for link in [l for l in ("1gbit", "300mbit") if l in links]:
+        p3, b = get(link, "p3"), bound(link, "p3")
+        line(f"P3 fp32 at {link}: {ratio(p3, b)} x max(compute only, wire) (goal <= 1.1)", p3 / b <= 1.1 if p3 and b else None)
+    for link in links:
+        p3, ddp = get(link, "p3"), get(link, "ddp")
+        line(f"P3 fp32 against DDP at {link}: {ratio(p3, ddp)} x DDP's iteration (goal <= 1)", p3 <= ddp if p3 and ddp else None)
+        compute = get(link, "compute")
+        if ddp and compute and 0.5 <= (ddp - compute) / compute <= 2:
+            line(f"where DDP's communication ({ddp - compute:.2f} s) is about its compute ({compute:.2f} s), {link}: "
+                 f"P3 {ratio(ddp, p3)}x faster (goal >= 1.3)", ddp / p3 >= 1.3 if p3 else None)
+        p3h, ddph = get(link, "p3-fp16"), get(link, "ddp-fp16")
+        line(f"P3 fp16 against DDP's fp16 hook at {link}: {ratio(p3h, ddph)} x (goal <= 1)", p3h <= ddph if p3h and ddph else None)
+    hooks, compute = get(links[0] if links else "", "hooks"), get(links[0] if links else "", "compute")
+    line(f"gradsync's hooks on one node without communication: {ratio(hooks, compute)} x plain PyTorch (goal <= 1.03)",
+         hooks <= 1.03 * compute if hooks and compute else None)
+    return out
+
+
+def table(rates, runs):
+    out = ["| model | link | contender | iteration s | samples/s | x compute | wire s | x bound | x DDP |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    models = list(dict.fromkeys(r["model"] for r in runs))
+    links = list(dict.fromkeys(r["link"] for r in runs))
+    for model in models:
+        for link in links:
+            for c in ORDER:
+                r = next((r for r in runs if r["model"] == model and r["link"] == link and r["contender"] == c), None)
+                if not r:
+                    continue
+                if not r["ok"]:
+                    out.append(f"| {model} | {link} | {NAMES[c]} | failed | | | | | |")
+                    continue
+                ddp = find(runs, model, link, "ddp-fp16" if c == "p3-fp16" else "ddp")
+                it = r["iteration_s"]
+                cells = [model, link, NAMES[c], f"{it:.3f}", f"{r['samples_per_s']:.2f}",
+                         ratio(it, find(runs, model, link, "compute")), f"{r['wire_s']:.3f}" if r["wire_s"] else "-",
+                         ratio(it, r["bound_s"]), ratio(it, ddp) if c in BITS else "-"]
+                out.append("| " + " | ".join(cells) + " |")
+    out.append("")
+    for model in models:
+        params = next((r["parameters"] for r in runs if r["model"] == model and r["parameters"]), None)
+        out.append(f"**{model}** ({params / 1e6:.1f}M parameters)" if params else f"**{model}**")
+        out += goals(runs, model, [l for l in links if any(r["link"] == l for r in runs if r["model"] == model)])
+        out.append("")
+    blas = sorted({r["blas"] for r in runs if r["blas"]})
+    out.append(f"PyTorch's BLAS (every run): {', '.join(blas) or 'unknown'}. One TCP stream measured (Gbit/s): "
+               + ", ".join(f"{l} {v['measured_bps'] / 1e9:.2f}" for l, v in rates.items() if v["measured_bps"]) + ".")
+    return "\n".join(out) + "\n"
+
+
+def throughput_plot(root, rates, runs, model):
+    mine = [r for r in runs if r["model"] == model and r["ok"]]
+    synced = [c for c in ORDER if c in BITS and any(r["contender"] == c for r in mine)]
+    ceilings = [c for c in ("compute",) if any(r["contender"] == c for r in mine)]
+    links = sorted({r["link"] for r in mine if r["contender"] in BITS},
+                   key=lambda l: rates.get(l, {}).get("bound_bps") or float("inf"))
+    if not links or not synced:
+        return None
+    os.makedirs(os.path.join(root, "plots"), exist_ok=True)
+    path = os.path.join(root, "plots", f"throughput-{model}.dat")
+    with open(path, "w") as f:
+        f.write("\t".join(["link", "x"] + [NAMES[c] for c in synced + ceilings]) + "\n")
+        for x, link in enumerate(links):
+            cells = []
+            for c in synced + ceilings:
+                it = find(runs, model, link, c)
+                cells.append(f"{mine[0]['batch'] * mine[0]['nodes'] / it:.3f}" if it else "?")
+            f.write("\t".join([link, str(x)] + cells) + "\n")
+    png = path[:-4] + ".png"
+    gnuplot("throughput.gp", datafile=path, out=png, nlinks=len(links), npolicies=len(synced),
+            ncols=2 + len(synced) + len(ceilings), title=f"{model}, {mine[0]['nodes']} nodes, PyTorch compute: "
+                                                         "throughput against link bandwidth")
+    return png
+
+
+def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--median":
+        print(f"{median_after(load_json(sys.argv[2]), int(sys.argv[3])):.3f}")
+        return
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    root = sys.argv[1]
+    rates, runs = analyse(root)
+    with open(os.path.join(root, "results.json"), "w") as f:
+        json.dump({"links": rates, "runs": runs}, f, indent=2)
+    with open(os.path.join(root, "table.md"), "w") as f:
+        f.write(table(rates, runs))
+    if shutil.which("gnuplot"):
+        for model in dict.fromkeys(r["model"] for r in runs):
+            throughput_plot(root, rates, runs, model)
+    print(open(os.path.join(root, "table.md")).read())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,239 @@
+"""gradsync for PyTorch models: P3's overlap of communication with the next forward pass.
+
+    import gradsync.torch as gs
+    opt = gs.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), model,
+                                  slicing="fixed:40000", priority="forward", codec="fp32", collective="ring")
+    for x, y in loader:
+        loss_fn(model(x), y).backward(); opt.step(); opt.zero_grad()
+    opt.synchronize()   # before evaluation, checkpoints, clipping
+
+Launch with `mpirun -np N python3 train.py` (one process per rank); without mpirun the world is
+one rank. Each parameter's gradient is handed to gradsync the moment autograd has accumulated it;
+step() hands over the rest and returns at once; before each module's forward pass in the next
+iteration, a hook waits only for that module's parameters and steps the optimizer for them (so
+the communication of the last layers overlaps the forward pass of the first ones). The policies
+are those of `gradsync-train` (--slicing, --priority, --codec, --collective), by the same names.
+"""
+import atexit
+
+import torch
+
+from . import _C
+
+ConfigError = _C.ConfigError
+UsageError = _C.UsageError
+PeerError = _C.PeerError
+
+__all__ = ["DistributedOptimizer", "rank", "size", "broadcast", "ConfigError", "UsageError", "PeerError"]
+
+
+def rank():
+    """This process's rank (0 without mpirun)."""
+    return _C.world()[0]
+
+
+def size():
+    """The number of ranks (1 without mpirun)."""
+    return _C.world()[1]
+
+
+def broadcast(tensor):
+    """Copies rank 0's `tensor` into every rank's, in place (same shape and dtype on every rank)."""
+    contiguous = tensor.contiguous()
+    _C.broadcast(contiguous)
+    if contiguous is not tensor:
+        with torch.no_grad():
+            tensor.copy_(contiguous)
+    return tensor
+
+
+atexit.register(_C.shutdown)
+
+
+class _Stepper:
+    """Steps the wrapped optimizer for some parameters only, with the hyperparameters of the
+    iteration whose gradients they hold: the optimizer's own step, its param_groups narrowed to
+    those parameters, so its state is exactly what it would hold stepping them all at once."""
+
+    def __init__(self, optimizer, params, group_of):
+        self.optimizer = optimizer
+        self.params = params        # index -> tensor
+        self.group_of = group_of    # index -> param_groups index (None: not optimized)
+        self.finished()
+
+    def finished(self):
+        # A scheduler may change the learning rate after step(): the steps still to come use these.
+        self.hyper = [{k: v for k, v in g.items() if k != "params"} for g in self.optimizer.param_groups]
+
+    def __call__(self, indices):
+        groups = self.optimizer.param_groups
+        subsets = [[] for _ in groups]
+        for i in indices:
+            subsets[self.group_of[i]].append(self.params[i])
+        saved = []
+        try:
+            for g, subset, hyper in zip(groups, subsets, self.hyper):
+                saved.append((g["params"], {k: g[k] for k in hyper if k in g}))
+                g.update(hyper)
+                g["params"] = subset
+            self.optimizer.step()
+        finally:
+            for g, (params, live) in zip(groups, saved):
+                g["params"] = params
+                g.update(live)
+
+
+class DistributedOptimizer:
+    """Wraps `optimizer` (any torch.optim optimizer but LBFGS) for data-parallel training of
+    `model` with gradsync.
+
+    Policies, by gradsync-train's names: slicing (whole, fixed[:N], fusion[:BYTES], slicefuse[:N],
+    split[:P[:N]]), priority (forward, fifo, dgt[:...]), codec (fp32, fp16, bf16, qsgd2/4/8/16,
+    onebit, topk, ef+..., with options), collective (ring, ps, reduce-broadcast, hierarchical[:k],
+    hybrid[:bytes[:k]], mpi, gloo[:iface]). A bad name raises ConfigError (a ValueError) naming the
+    valid ones.
+
+    backward_passes_per_step: backward passes accumulated into one step (gradient accumulation).
+    timeout: seconds to wait for a peer before PeerError. link: an emulated link ("1gbit",
+    "300mbit+50us") between ranks (gradsync's Throttled transport). inflight_units, credit_bytes,
+    seed, check_finite: gradsync::Options. trace: record each unit's times (trace()).
+
+    At construction every rank checks its model against rank 0's (a difference raises PeerError
+    naming the parameter) and takes rank 0's parameters and buffers. Batch-norm running
+    statistics stay per rank afterwards (DDP's broadcast_buffers=False).
+
+    Learning-rate schedulers take the wrapped optimizer. Checkpoint after synchronize().
+    """
+
+    def __init__(self, optimizer, model, *, slicing="fixed:40000", priority="forward", codec="fp32",
+                 collective="ring", backward_passes_per_step=1, timeout=30.0, link=None,
+                 inflight_units=0, credit_bytes=0, seed=0, check_finite=True, trace=False):
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError(f"gradsync: DistributedOptimizer wraps a torch.optim.Optimizer, not {type(optimizer).__name__}")
+        if isinstance(optimizer, torch.optim.LBFGS):
+            raise UsageError("gradsync: LBFGS steps all parameters at once with a closure that re-evaluates the "
+                             "model; gradsync steps each module's parameters before its forward pass: use another "
+                             "optimizer")
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(f"gradsync: DistributedOptimizer needs the torch.nn.Module it trains, not {type(model).__name__}")
+        self.optimizer = optimizer
+        named = list(model.named_parameters())  # each tensor once: tied ones under their first name
+        index = {id(p): i for i, (_, p) in enumerate(named)}
+        group_of = [None] * len(named)
+        for gi, g in enumerate(optimizer.param_groups):
+            for p in g["params"]:
+                if id(p) not in index:
+                    raise UsageError(f"gradsync: the optimizer holds a tensor of shape {list(p.shape)} in param group "
+                                     f"{gi} that is not a parameter of the model; gradsync aggregates the model's "
+                                     f"gradients only: give the optimizer the model's parameters")
+                group_of[index[id(p)]] = gi
+        modules = list(model.named_modules())
+        by_name = {name: i for i, (name, _) in enumerate(modules)}
+        parents, owned = [], []
+        for name, m in modules:
+            parents.append(by_name.get(name.rpartition(".")[0], -1) if name else -1)
+            owned.append([index[id(p)] for p in m._parameters.values() if p is not None])
+        buffers = list(model.named_buffers())
+        s = _C.Settings()
+        s.slicing, s.priority, s.codec, s.collective = slicing, priority, codec, collective
+        s.link = link or ""
+        s.timeout_s = float(timeout)
+        s.inflight_units, s.credit_bytes, s.seed = inflight_units, credit_bytes, seed
+        s.check_finite, s.trace = check_finite, trace
+        s.backward_passes = backward_passes_per_step
+        self._stepper = _Stepper(optimizer, [p for _, p in named], group_of)
+        self._core = _C.Replica([n for n, _ in named], [p for _, p in named], [g is not None for g in group_of],
+                                [n for n, _ in modules], parents, owned, [n for n, _ in buffers],
+                                [b for _, b in buffers], s, self._stepper, self._stepper.finished)
+        core = self._core
+        self._hooks = {i: m.register_forward_pre_hook(lambda _m, _in, i=i: core.before_forward(i))
+                       for i, (_, m) in enumerate(modules)}
+        self._built = False
+
+    # ---- the training loop ----
+
+    def step(self, closure=None):
+        """Ends the iteration: hands over the gradients not handed over yet (a parameter without
+        one counts as zeros) and returns; each module's parameters are stepped before its next
+        forward pass. With a closure, runs it first (forward and backward) and returns its loss."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        self._core.step()
+        if not self._built:
+            self._built = True
+            keep = set(self._core.stepping_modules())
+            for i in [i for i in self._hooks if i not in keep]:
+                self._hooks.pop(i).remove()
+        return loss
+
+    def zero_grad(self, set_to_none=False):
+        """Zeroes the optimized parameters' gradients, each right after its pending optimizer step."""
+        self._core.zero_grad(set_to_none)
+
+    def synchronize(self):
+        """Lands everything in flight. After backward() and before step(): every .grad holds the
+        mean over the ranks (clip it, then call step()). After step(): every optimizer step is
+        applied (evaluate, checkpoint, read the weights)."""
+        self._core.synchronize()
+
+    def close(self):
+        """Waits for units in flight, removes the hooks and stops gradsync's threads."""
+        for h in self._hooks.values():
+            h.remove()
+        self._hooks.clear()
+        self._core.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if hasattr(self, "_core"):
+            self.close()
+
+    # ---- what the wrapped optimizer has ----
+
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    @property
+    def state(self):
+        return self.optimizer.state
+
+    def state_dict(self):
+        """The wrapped optimizer's state: call synchronize() first, so every step is in it."""
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state_dict):
+        self.optimizer.load_state_dict(state_dict)
+
+    # ---- what gradsync measured ----
+
+    def stats(self):
+        """This rank's counters: units, bytes_sent, iterations, exposed_wait_seconds, ..."""
+        return self._core.stats()
+
+    def describe(self):
+        """The policies as the ranks agreed on them ("fixed:40000/forward/fp32/ring"), after step()."""
+        return self._core.describe()
+
+    def layout(self):
+        """The parameters' names in layout (forward) order, after the first step()."""
+        return self._core.layout()
+
+    def unit_layers(self):
+        """For each unit, the layout positions of the parameters it carries."""
+        return self._core.unit_layers()
+
+    def trace(self):
+        """With trace=True: each unit's ready/started/finished times (time.monotonic_ns() clock)."""
+        return self._core.trace()
+
+    def abort(self, reason):
+        """Stops this rank's synchronizer and tells every peer (their next call raises PeerError)."""
+        self._core.abort(reason)

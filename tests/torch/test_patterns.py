@@ -1,0 +1,184 @@
+"""Training patterns under gradsync.torch, each against DDP running the same loop (2 ranks: bit
+for bit; 3 ranks: within fp32 rounding, our replicas bit-identical)."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from helpers import ConvNet, assert_matches_ddp, batches, model, run_ddp, run_gradsync, sgd
+
+
+@pytest.fixture(autouse=True)
+def several_ranks(world, ddp_group):
+    if world[1] == 1:
+        pytest.skip("needs 2 or more ranks")
+
+
+def compare(data, **kwargs):
+    ddp_kwargs = kwargs.pop("ddp", {})
+    ours = run_gradsync(data, **kwargs)
+    kwargs.pop("backward_passes_per_step", None)
+    assert_matches_ddp(ours, run_ddp(data, **kwargs, **ddp_kwargs))
+    return ours
+
+
+def test_gradient_accumulation(world):
+    passes = 3
+
+    def loop(net, opt, data, no_sync):
+        for i, (x, y) in enumerate(data):
+            with no_sync() if i % passes != passes - 1 else torch.enable_grad():
+                F.cross_entropy(net(x), y).backward()
+            if i % passes == passes - 1:
+                opt.step()
+                opt.zero_grad()
+        return []
+
+    compare(batches(world[0], 3 * passes, batch=8), loop=loop, backward_passes_per_step=passes)
+
+
+def test_frozen_parameters(world):
+    def frozen():
+        net = model()
+        net.conv1.weight.requires_grad_(False)
+        net.bn1.requires_grad_(False)
+        return net
+
+    compare(batches(world[0], 4), make_model=frozen)
+
+
+class TiedLM(nn.Module):
+    """An embedding whose matrix is also the output layer's (weight tying)."""
+
+    def __init__(self, vocab=40, width=16):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, width)
+        self.hidden = nn.Linear(width, width)
+        self.out = nn.Linear(width, vocab)
+        self.out.weight = self.emb.weight
+
+    def forward(self, tokens):
+        return self.out(torch.tanh(self.hidden(self.emb(tokens))))
+
+
+def test_tied_parameters(world):
+    g = torch.Generator().manual_seed(world[0])
+    data = [(torch.randint(0, 40, (8,), generator=g), torch.randint(0, 40, (8,), generator=g)) for _ in range(4)]
+    compare(data, make_model=lambda: model(TiedLM))
+
+
+class Branchy(ConvNet):
+    """`extra` runs only on rank 0 in even steps; `never` never runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.extra = nn.Linear(10, 10)
+        self.never = nn.Linear(10, 10)
+        self.calls = 0
+
+    def forward(self, x):
+        out = super().forward(x)
+        self.calls += 1
+        if torch.distributed.get_rank() == 0 and self.calls % 2 == 0:
+            out = self.extra(out)
+        return out
+
+
+def test_parameters_without_gradient(world):
+    """No gradient on some ranks or in some steps: zeros in the mean; on no rank: none, never a hang."""
+    ours = compare(batches(world[0], 5), make_model=lambda: model(Branchy), ddp=dict(find_unused_parameters=True))
+    initial = model(Branchy)
+    assert torch.equal(ours.weights[-2], initial.never.weight)  # not stepped: weight decay left it alone
+
+
+class Attention(nn.Module):
+    """nn.MultiheadAttention: out_proj's forward never runs, its parent's uses its weights."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(6, 8)
+        self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+        self.head = nn.Linear(8, 10)
+
+    def forward(self, x):
+        h = self.embed(x)
+        return self.head(self.attn(h, h, h, need_weights=False)[0].mean(1))
+
+
+def test_parameters_used_by_a_parent_module(world):
+    g = torch.Generator().manual_seed(world[0])
+    data = [(torch.randn(4, 5, 6, generator=g), torch.randint(0, 10, (4,), generator=g)) for _ in range(4)]
+    compare(data, make_model=lambda: model(Attention))
+
+
+def test_learning_rate_schedule(world):
+    """A scheduler changes the rate after step(); the steps gradsync applies later use the old one."""
+
+    def scheduled(net, opt, data, no_sync):
+        schedule = torch.optim.lr_scheduler.StepLR(getattr(opt, "optimizer", opt), step_size=1, gamma=0.5)
+        for x, y in data:
+            F.cross_entropy(net(x), y).backward()
+            opt.step()
+            schedule.step()
+            opt.zero_grad()
+        return []
+
+    compare(batches(world[0], 5), loop=scheduled)
+
+
+def test_clipping_after_synchronize(world):
+    def loop(net, opt, data, no_sync):
+        for x, y in data:
+            F.cross_entropy(net(x), y).backward()
+            if hasattr(opt, "synchronize"):
+                opt.synchronize()  # the mean gradient, before clipping it
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 0.05)
+            opt.step()
+            opt.zero_grad()
+        return []
+
+    compare(batches(world[0], 4), loop=loop)
+
+
+def test_evaluation_between_steps_and_zero_grad_first(world):
+    def loop(net, opt, data, no_sync):
+        for i, (x, y) in enumerate(data):
+            opt.zero_grad(set_to_none=True)
+            F.cross_entropy(net(x), y).backward()
+            opt.step()
+            if i == 1:
+                net.eval()
+                with torch.no_grad():
+                    net(x)
+                net.train()
+        return []
+
+    compare(batches(world[0], 4), loop=loop)
+
+
+def test_closure(world):
+    def loop(net, opt, data, no_sync):
+        for x, y in data:
+            def closure():
+                opt.zero_grad()
+                loss = F.cross_entropy(net(x), y)
+                loss.backward()
+                return loss
+            opt.step(closure)
+        return []
+
+    compare(batches(world[0], 4), loop=loop)
+
+
+def test_parameters_outside_the_optimizer(world):
+    """fc.bias is trained by nobody: aggregated like DDP does, never stepped, never zeroed."""
+    def partial(params):
+        params = list(params)
+        return sgd(params[:-1])
+
+    compare(batches(world[0], 4), make_opt=partial)
+
+
+def test_channels_last_parameters(world):
+    """Dense but not contiguous (channels-last convolution weights): aggregated in memory order."""
+    compare(batches(world[0], 3), make_model=lambda: model().to(memory_format=torch.channels_last))
