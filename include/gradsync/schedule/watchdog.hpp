@@ -427,7 +427,7 @@ class Watchdog {
       case Kind::answer:
         if (diagnosing_ && h.round == round_) {
           std::vector<int> peers(payload.size() / sizeof(std::int32_t));
-          std::memcpy(peers.data(), payload.data(), peers.size() * sizeof(std::int32_t));
+          if (!peers.empty()) std::memcpy(peers.data(), payload.data(), peers.size() * sizeof(std::int32_t));
           answers_[peer] = std::move(peers);
         }
         break;
