@@ -129,7 +129,9 @@ def main():
         with open(a.metrics, "w") as out:
             json.dump({"config": {"model": a.model, "contender": a.contender, "batch_per_rank": a.batch,
                                   "input": a.input, "threads": a.threads, "ranks": world,
-                                  "torch": torch.__version__, "blas": blas_library()},
+                                  "torch": torch.__version__,
+                                  "blas": blas_library() + (f" (OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']})"
+                                                            if os.environ.get("OPENBLAS_CORETYPE") else "")},
                        "parameters": parameters, "iterations": a.iterations, "iteration_seconds": seconds,
                        "first_iteration_unix": first_unix, "gradsync": stats}, out, indent=2)
     if a.contender.startswith("ddp"):

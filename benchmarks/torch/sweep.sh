@@ -99,6 +99,11 @@ blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)
 PYTHONPATH=$pythonpath /usr/bin/python3 -c "import gradsync.torch, torchvision" 2>/dev/null ||
   die "/usr/bin/python3 cannot import gradsync.torch from $pythonpath or torchvision: build gradsync_python (cmake --build build/default --target gradsync_python) or pass --pythonpath"
 export PYTHONPATH=$pythonpath OMP_NUM_THREADS=$threads
+# OpenBLAS picks its kernels by CPU model; on a CPU it does not know (a VM's) it may take an older
+# core than the flags allow: then every rank gets the one torch_blas.py names, as a user would set.
+coretype=$(/usr/bin/python3 "$REPO/benchmarks/torch_blas.py" --coretype) || die "torch_blas.py --coretype failed"
+mpi_env=(-x PYTHONPATH -x OMP_NUM_THREADS)
+[ -z "$coretype" ] || { export OPENBLAS_CORETYPE=$coretype; mpi_env+=(-x OPENBLAS_CORETYPE); }
 
 mkdir -p "$out/raw" || die "cannot create $out"
 runs=$out/runs.jsonl
@@ -111,7 +116,7 @@ export TOPO_TIMEOUT=$run_timeout
 if [ $loopback = 0 ]; then
   topo_create "$nodes"
   mpi_run() { # log args...: the ranks across the nodes, every byte over the shaped links
-    topo_mpirun "$1" -np "$nodes" --host "$(topo_hosts)" -x PYTHONPATH -x OMP_NUM_THREADS "${@:2}"
+    topo_mpirun "$1" -np "$nodes" --host "$(topo_hosts)" "${mpi_env[@]}" "${@:2}"
   }
   master=$(topo_addr 0) iface=eth0
 else
@@ -120,7 +125,7 @@ else
   mpi_run() {
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout -k 10 "$run_timeout" mpirun --oversubscribe \
       --bind-to none -np "$nodes" --mca btl self,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo \
-      -x PYTHONPATH -x OMP_NUM_THREADS "${@:2}" >"$1" 2>&1
+      "${mpi_env[@]}" "${@:2}" >"$1" 2>&1
   }
   master=127.0.0.1 iface=lo
 fi
@@ -165,7 +170,7 @@ run() {
 
 # One function, read whole before it starts: editing this file during a sweep changes nothing.
 main() {
-  echo "sweep: $nodes nodes$([ $loopback = 1 ] && echo ' on loopback'), models $models, links $links, contenders $contenders, $iterations iterations ($warmup warm-up), BLAS $blas, results in $out"
+  echo "sweep: $nodes nodes$([ $loopback = 1 ] && echo ' on loopback'), models $models, links $links, contenders $contenders, $iterations iterations ($warmup warm-up), BLAS $blas${coretype:+ (OPENBLAS_CORETYPE=$coretype)}, results in $out"
   for link in "${link_list[@]}"; do
     local bps=0
     if [ $loopback = 0 ]; then
