@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "../transport/sigpipe.hpp"
 #include "../transport/transport.hpp"
 #include "concept.hpp"
 
@@ -114,8 +115,10 @@ struct GlooNative {
   static constexpr bool needs_lossless_codec = true;  ///< Gloo adds fp32 values
 
   /// Connects this rank's Gloo pairs (collective::Setup); every rank must start together. They
-  /// close with the synchronizer that holds them.
+  /// close with the synchronizer that holds them. Ignores SIGPIPE unless the program handles it
+  /// (transport/sigpipe.hpp): a peer that stopped fails the all-reduce instead of killing this rank.
   void start(const Setup& setup) {
+    transport::ignore_sigpipe_if_default();
     if (setup.transport.size() > 1) mesh_ = std::make_shared<detail::GlooMesh>(setup.transport, iface);
   }
 

@@ -11,11 +11,8 @@
 /// \endcode
 #include <mpi.h>
 
-#include <signal.h>
-
 #include <chrono>
 #include <condition_variable>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -24,6 +21,7 @@
 #include <thread>
 
 #include "../core/error.hpp"
+#include "sigpipe.hpp"
 
 namespace gradsync::transport {
 
@@ -46,10 +44,9 @@ inline std::string mpi_error(int code) {
 ///    the receiver's answer reaches the sender, and MPI answers only inside an MPI call of the
 ///    receiver and moves the data only inside one of the sender, i.e. when gradsync's polling
 ///    threads wake: two wake-ups per message, with the link idle meanwhile.
-///  - SIGPIPE ignored, unless the program handles it: a write to the socket of a peer that died
-///    then fails with EPIPE, which MPI reports, instead of killing this rank without a word (Open
-///    MPI's TCP btl writes without MSG_NOSIGNAL). Survivors killed so made the others name them
-///    instead of the rank that died (issue 30: faults.smoke's rank 1 named rank 0).
+///  - SIGPIPE ignored, unless the program handles it (sigpipe.hpp): a write to the socket of a
+///    peer that died then fails with EPIPE, which MPI reports. Survivors killed by it made the
+///    others name them instead of the rank that died.
 /// Returns what it set, "NAME=VALUE ..." (empty when nothing).
 inline std::string apply_mpi_defaults() {
   std::string applied;
@@ -60,9 +57,7 @@ inline std::string apply_mpi_defaults() {
   for (const auto& [name, value] : defaults)
     if (!std::getenv(name) && ::setenv(name, value, 0) == 0) note(std::string(name) + "=" + value);
 #endif
-  struct sigaction pipe {};
-  if (::sigaction(SIGPIPE, nullptr, &pipe) == 0 && pipe.sa_handler == SIG_DFL && std::signal(SIGPIPE, SIG_IGN) != SIG_ERR)
-    note("SIGPIPE=SIG_IGN");
+  if (ignore_sigpipe_if_default()) note("SIGPIPE=SIG_IGN");
   return applied;
 }
 
