@@ -87,7 +87,12 @@ class Server {
  public:
   /// capacity[k]: how many units have priority key k; `units`: how many units (tags) there are.
   Server(transport::Transport& t, const std::vector<std::size_t>& capacity, std::size_t units)
-      : t_(t), ready_(capacity), by_unit_(units, nullptr) {}
+      : t_(t), ready_(capacity), by_unit_(units, nullptr) {
+    // Room for every unit at once: how many are held together depends on timing, and growing
+    // these later would allocate in steady state (a loaded machine holds more than warm-up did).
+    pending_.reserve(units);
+    incoming_.reserve(units);
+  }
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
   ~Server() { stop(); }

@@ -32,9 +32,15 @@ class Cancellable final : public Transport {
  public:
   /// How long one slice of a wait lasts: the delay between cancel() and a waiter noticing it.
   static constexpr std::chrono::milliseconds slice{20};
+  /// Sends in flight and waits in progress held without allocating (a few per executor).
+  static constexpr std::size_t reserved = 64;
 
   Cancellable(Transport& inner, std::chrono::milliseconds timeout) : inner_(inner), timeout_(timeout) {
     if (timeout.count() <= 0) throw UsageError("gradsync: the timeout must be positive (Options::timeout)");
+    // How many threads wait at once depends on timing: grown later, these would allocate in
+    // steady state (a loaded machine has more waits at once than warm-up had).
+    in_flight_.reserve(reserved);
+    waits_.reserve(reserved);
   }
 
   /// Ends every wait in progress and to come by rethrowing `why`. Idempotent: the first reason stays.
