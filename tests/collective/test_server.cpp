@@ -64,7 +64,7 @@ void push(transport::Transport& worker, transport::Tag tag, std::vector<float> v
 }  // namespace
 
 TEST_CASE("the server adds every push in rank order, whatever order they arrive in, and sends the sum") {
-  transport::InProcessGroup group(4, 600s);
+  transport::InProcessGroup group(4, 60s);
   Server server(group.rank(0), {1}, 8);
   // Float addition does not associate: rank order gives 0 where arrival order (3, 2, 1) gives 2.
   const std::vector<float> own{1e8f, 5.0f}, p1{1.0f, 1.0f}, p2{1.0f, 2.0f}, p3{-1e8f, 3.0f};
@@ -72,9 +72,10 @@ TEST_CASE("the server adds every push in rank order, whatever order they arrive 
   push(group.rank(3), 7, p3);
   push(group.rank(2), 7, p2);
   auto serving = std::async(std::launch::async, [&] { server.serve(unit); });
-  REQUIRE(soon([&] { return server.stall().peer == 1; }));  // the server holds the unit, waits for rank 1
+  const bool waits_for_1 = soon([&] { return server.stall().peer == 1; });  // it holds the unit
   push(group.rank(1), 7, p1);
-  REQUIRE(serving.wait_for(300s) == std::future_status::ready);
+  REQUIRE(waits_for_1);
+  REQUIRE(serving.wait_for(30s) == std::future_status::ready);
   serving.get();
   REQUIRE(unit.added == std::vector<int>{1, 2, 3});
   std::vector<float> want = own;  // the plain sum, in rank order
@@ -131,13 +132,15 @@ TEST_CASE("of the units whose pushes are all in, the server serves the most urge
   Gated low(group.rank(0), 0, 3, shared, gate), mid(group.rank(0), 1, 2, shared, gate),
       high(group.rank(0), 2, 1, shared, gate), blocker(group.rank(0), 3, 0, shared, go, &gate);
   std::vector<std::future<void>> serving;
+  bool held = true;
   for (Gated* u : {&low, &mid, &high, &blocker}) {
     serving.push_back(std::async(std::launch::async, [&server, u] { server.serve(*u); }));
-    REQUIRE(soon([&] { return u->polls.load() > 0; }));  // held by the server, not complete
+    held = held && soon([&] { return u->polls.load() > 0; });  // held by the server, not complete
   }
   go.store(true);
+  REQUIRE(held);
   for (auto& s : serving) {
-    REQUIRE(s.wait_for(300s) == std::future_status::ready);
+    if (s.wait_for(30s) != std::future_status::ready) server.stop();  // fails the units: no hang
     s.get();
   }
   REQUIRE(shared.served == std::vector<std::uint32_t>{0, 1, 2, 3});
@@ -161,7 +164,7 @@ TEST_CASE("a silent worker fails the unit after the timeout, naming it, and the 
 }
 
 TEST_CASE("a bad push fails every unit the server holds with its error") {
-  transport::InProcessGroup group(2, 600s);
+  transport::InProcessGroup group(2, 60s);
   Server server(group.rank(0), {2}, 8);
   SumServed waiting(group.rank(0), 3, {1.0f}), bad(group.rank(0), 5, {1.0f});
   auto held = std::async(std::launch::async, [&] { server.serve(waiting); });  // rank 1 never pushes unit 3
@@ -169,7 +172,7 @@ TEST_CASE("a bad push fails every unit the server holds with its error") {
   const std::array<float, 1> wrong{};  // no sender rank: one float short
   group.rank(1).send(0, 5, std::as_bytes(std::span(wrong)));
   REQUIRE_THROWS_WITH(server.serve(bad), "push of 4 bytes");
-  REQUIRE(held.wait_for(300s) == std::future_status::ready);
+  REQUIRE(held.wait_for(30s) == std::future_status::ready);
   REQUIRE_THROWS_WITH(held.get(), "push of 4 bytes");
 }
 
@@ -189,13 +192,13 @@ TEST_CASE("an error in one unit's serve fails that unit alone") {
 }
 
 TEST_CASE("stop fails the units still held, and every unit handed over after it") {
-  transport::InProcessGroup group(2, 600s);
+  transport::InProcessGroup group(2, 60s);
   Server server(group.rank(0), {2}, 8);
   SumServed held(group.rank(0), 1, {1.0f}), later(group.rank(0), 2, {1.0f});
   auto serving = std::async(std::launch::async, [&] { server.serve(held); });
   REQUIRE(soon([&] { return server.stall().peer == 1; }));
   server.stop();
-  REQUIRE(serving.wait_for(300s) == std::future_status::ready);
+  REQUIRE(serving.wait_for(30s) == std::future_status::ready);
   REQUIRE_THROWS_WITH(serving.get(), Catch::Contains("the parameter server stopped"));
   REQUIRE_THROWS_WITH(server.serve(later), Catch::Contains("the parameter server stopped"));
 }
