@@ -7,7 +7,9 @@
 //
 // SmallFirst sends small units (biases, norms: latency-bound, and a layer waits for all its
 // units) ahead of large ones, and large ones in forward order (P3's rule) after them. The
-// static_assert is what the Synchronizer checks too; its message says what is missing.
+// static_assert is what the Synchronizer checks too; its message says what is missing. The
+// example checks that the units ran in SmallFirst's order, which is not the default's (P3's
+// ForwardOrder): example::UnitOrder records rank 0's order and keeps thread timing out of it.
 #include <gradsync/gradsync.hpp>
 
 #include <cstdio>
@@ -32,8 +34,13 @@ int main() {
                                  {"bn2.weight", 128},    {"fc.weight", 5000}, {"fc.bias", 10}};
     using Sync = gs::Synchronizer<gs::slicing::FixedSlices, SmallFirst, gs::codec::Identity, gs::collective::Ring>;
     std::vector<int> wrong(2, -1);
+    example::UnitOrder order(2);
+    std::vector<gs::Unit> units;
     example::on_ranks(2, [&](int rank, gs::transport::Transport& t) {
-      Sync sync{t, layout, {}, {.slicing = {.max_elements = 2048}, .priority = {.small = 200}}};
+      gs::Options options{.inflight_units = 1};
+      if (rank == 0) options.on_unit = order.on_unit();
+      Sync sync{t, layout, options, {.slicing = {.max_elements = 2048}, .priority = {.small = 200}}};
+      if (rank == 0) units = sync.units();
       // The keys SmallFirst gives this layout's units: the 64, 128 and 10 element units first.
       for (const gs::Unit& u : sync.units()) {
         const bool small = u.elements <= 200;
@@ -46,6 +53,7 @@ int main() {
           sync.gradient_ready(l, grad[l]);
         }
         sync.finish_iteration();
+        order.handed_over();
         sync.wait_all();
         int bad = 0;  // mean of rank + it over ranks 0 and 1
         for (auto& g : grad)
@@ -56,5 +64,15 @@ int main() {
       if (rank == 0) std::printf("%s: %zu units, aggregates correct\n", sync.describe().c_str(), sync.units().size());
     });
     example::check(wrong[0] == 0 && wrong[1] == 0, "every rank got the mean under the user's priority");
+    // The order SmallFirst promises, and the one the default would have given: they must differ,
+    // or this layout shows nothing.
+    const auto small_first = example::UnitOrder::promised(units, [](const gs::Unit& u) { return SmallFirst{.small = 200}.key(u); });
+    const auto forward = example::UnitOrder::promised(units, [](const gs::Unit& u) { return gs::priority::ForwardOrder{}.key(u); });
+    example::check(small_first != forward, "SmallFirst's order differs from ForwardOrder's on this layout");
+    example::check(order.follows(small_first), "the units ran in SmallFirst's order (small ones first, then by layer), "
+                                               "not ForwardOrder's or the backward pass's");
+    std::printf("rank 0 ran the %zu units of each iteration small ones first:", units.size());
+    for (std::size_t i = 0; i < units.size(); ++i) std::printf(" %zu", units[order.units()[i]].elements);
+    std::printf("\n");
   });
 }
