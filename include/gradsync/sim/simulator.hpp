@@ -38,7 +38,7 @@
 /// \code
 ///   namespace sim = gradsync::sim;
 ///   sim::Profile profile = sim::builtin_profile("resnet50", {});
-///   auto net = sim::Network::from(gradsync::Link::parse("10gbit"), 64);
+///   auto net = sim::Network::from(gradsync::transport::Link::parse("10gbit"), 64);
 ///   auto r = sim::simulate(profile, gradsync::slicing::FixedSlices{40'000}, gradsync::priority::ForwardOrder{},
 ///                          sim::CodecModel::parse("fp32"), sim::CollectiveModel::parse("ring"), net,
 ///                          {.iterations = 10});
