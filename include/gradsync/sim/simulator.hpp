@@ -444,7 +444,7 @@ Result simulate(const Profile& profile, const S& slicing, P priority, const Code
   r.stage_offset.push_back(0);
   for (std::uint32_t u = 0; u < r.units.size(); ++u) {
     const Unit& unit = r.units[u];
-    r.keys.push_back(priority::key_of(priority, u, unit));
+    r.keys.push_back(priority.key(unit));
     const bool fp32 = std::all_of(unit.segments.begin(), unit.segments.end(),
                                   [&](const Segment& s) { return layout.layer(s.layer).elements < fp32_below; });
     collective.stages(UnitWork{u, unit.elements, fp32}, codec, net, r.stages);
