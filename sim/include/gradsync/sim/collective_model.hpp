@@ -46,7 +46,7 @@
 #include <string_view>
 #include <vector>
 
-#include "../collective/spec.hpp"
+#include <gradsync/collective/spec.hpp>
 #include "codec_model.hpp"
 #include "network.hpp"
 

@@ -54,12 +54,12 @@
 #include <string>
 #include <vector>
 
-#include "../core/options.hpp"
-#include "../detail/median.hpp"
-#include "../priority/concept.hpp"
-#include "../slicing/concept.hpp"
+#include <gradsync/core/options.hpp>
+#include <gradsync/priority/concept.hpp>
+#include <gradsync/slicing/concept.hpp>
 #include "codec_model.hpp"
 #include "collective_model.hpp"
+#include "median.hpp"
 #include "network.hpp"
 #include "profile.hpp"
 
@@ -166,7 +166,7 @@ class Engine {
     held_.assign(busy_.size(), 0.0);
     if (opt.rank_skew && !profile.iteration_seconds.empty()) {
       pace_samples_ = profile.iteration_seconds;
-      const double median = gradsync::detail::median(pace_samples_);
+      const double median = sim::median(pace_samples_);
       for (double& x : pace_samples_) x /= median;
       workers_ = std::size_t(net.ranks);
     }

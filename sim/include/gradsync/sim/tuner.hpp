@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "../priority/any.hpp"
-#include "../slicing/any.hpp"
+#include <gradsync/priority/any.hpp>
+#include <gradsync/slicing/any.hpp>
 #include "simulator.hpp"
 
 namespace gradsync::sim {

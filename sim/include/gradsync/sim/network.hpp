@@ -18,8 +18,8 @@
 #include <cmath>
 #include <string>
 
-#include "../core/error.hpp"
-#include "../transport/link.hpp"
+#include <gradsync/core/error.hpp>
+#include <gradsync/transport/link.hpp>
 
 namespace gradsync::sim {
 
