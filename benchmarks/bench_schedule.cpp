@@ -17,7 +17,7 @@ static void BM_LanesProducerConsumer(benchmark::State& state) {
   auto key = [&](std::uint32_t u) { return static_cast<std::uint32_t>(std::uint64_t{u} * levels / units); };
   std::vector<std::size_t> cap(levels, 0);
   for (std::uint32_t u = 0; u < units; ++u) ++cap[key(u)];
-  gs::schedule::PriorityLanes lanes(cap);
+  gs::priority::Lanes lanes(cap);
 
   std::atomic<std::uint64_t> popped{0};
   std::atomic<bool> stop{false};

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include <gradsync/sim/models.hpp>
+#include <gradsync/sim/profile_json.hpp>
 #include <gradsync/transport/throttled.hpp>
 #if defined(GRADSYNC_WITH_MPI)
 #include <gradsync/transport/mpi.hpp>
@@ -27,7 +28,6 @@
 #include "gradsync/trainer/retune.hpp"
 #include "gradsync/trainer/trainer.hpp"
 #include "gradsync/trainer/tune.hpp"
-#include "profile_json.hpp"
 
 using namespace gradsync::trainer;
 

@@ -139,7 +139,7 @@ class Synchronizer {
     std::size_t n = 0;
     const auto report = [&] {
       leader_.ready(std::span(ready).first(n), iter,
-                    [&](std::uint32_t u) { return priority::key_of(p_.priority, u, table_.unit(u)); });
+                    [&](std::uint32_t u) { return p_.priority.key(table_.unit(u)); });
       n = 0;
     };
     table_.hand_over(layer, grad, iter, [&](std::uint32_t u) {
@@ -176,12 +176,6 @@ class Synchronizer {
   /// Blocks until every handed-over layer is aggregated.
   void wait_all() {
     for (std::size_t l = 0; l < table_.layers(); ++l) wait_for(l);
-  }
-
-  /// True when layer `layer` has no unit in flight.
-  bool done(std::size_t layer) const {
-    check_layer(layer, "done");
-    return table_.layer_done(layer);
   }
 
   /// Fails this synchronizer and tells every peer, whose next call (or current wait) then throws
@@ -260,7 +254,7 @@ class Synchronizer {
     if (p_.codec.needs_residual())
       return "codec '" + std::string(p_.codec.name()) + "' keeps its error-feedback residual on the host: use one "
              "without (fp32, fp16, bf16, qsgd)";
-    if (priority::classifies(p_.priority) || priority::ObservingPriority<Priority>)
+    if (priority::classifies(p_.priority))
       return "priority '" + std::string(p_.priority.name()) + "' reads units on the host: use 'forward' or 'fifo'";
     for (const Unit& u : table_.units())
       for (const Segment& s : u.segments)
@@ -308,19 +302,17 @@ class Synchronizer {
   /// An error-feedback residual per unit: for a codec that keeps one, and for DGT's dropped blocks.
   bool keeps_residuals() const { return p_.codec.needs_residual() || priority::classifies(p_.priority); }
 
-  /// How many units each priority lane may hold: as many as have its key, or every unit when keys
-  /// change with the data.
+  /// How many units each priority lane may hold: as many as have its key.
   std::vector<std::size_t> lane_capacities() const {
     if (table_.size() >= transport::reserved_tags) throw UsageError("gradsync: too many units; use larger slices");
     const std::size_t levels = p_.priority.levels(layout_);
-    const bool rekeys = priority::rekeys(p_.priority);
-    std::vector<std::size_t> cap(levels, rekeys ? table_.size() : 0);
+    std::vector<std::size_t> cap(levels, 0);
     for (std::uint32_t u = 0; u < table_.size(); ++u) {
-      const std::uint32_t k = priority::key_of(p_.priority, u, table_.unit(u));
+      const std::uint32_t k = p_.priority.key(table_.unit(u));
       if (k >= levels)
         throw UsageError("gradsync: priority '" + std::string(p_.priority.name()) + "' gave key " + std::to_string(k) +
                          " but declared only " + std::to_string(levels) + " levels");
-      if (!rekeys) ++cap[k];
+      ++cap[k];
     }
     return cap;
   }

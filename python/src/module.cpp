@@ -134,7 +134,7 @@ class Replica {
                             "name a slicing: whole, fixed[:N], fusion[:BYTES], slicefuse[:N], split[:P[:N]]");
     Attachment::Config config{gs::AnySynchronizer::parse({s.slicing, s.priority, s.codec, s.collective})};
     gs::collective::check_accepts(config.policies.collective, config.policies.codec);
-    const auto link = s.link.empty() ? std::optional<gs::Link>() : gs::Link::parse(s.link);
+    const auto link = s.link.empty() ? std::optional<gs::transport::Link>() : gs::transport::Link::parse(s.link);
     if (!(s.timeout_s > 0)) throw gs::UsageError("gradsync: timeout must be positive (seconds)");
     config.options.timeout = std::chrono::milliseconds(static_cast<long long>(s.timeout_s * 1000));
     if (s.inflight_units) config.options.inflight_units = s.inflight_units;

@@ -12,7 +12,7 @@ set(consumer ${SOURCE}/tests/package/consumer)
 if(MODE STREQUAL install)
   run(${CMAKE_COMMAND} -S ${SOURCE} -B ${WORK}/gradsync -DCMAKE_INSTALL_PREFIX=${WORK}/prefix
       -DGRADSYNC_BUILD_TESTS=OFF -DGRADSYNC_BUILD_EXAMPLES=OFF -DGRADSYNC_BUILD_BENCHMARKS=OFF
-      -DGRADSYNC_BUILD_TRAINER=OFF -DGRADSYNC_BUILD_PYTHON=OFF)
+      -DGRADSYNC_BUILD_TRAINER=OFF -DGRADSYNC_BUILD_PYTHON=OFF -DGRADSYNC_BUILD_SIM=OFF)
   run(${CMAKE_COMMAND} --install ${WORK}/gradsync)
   run(${CMAKE_COMMAND} -S ${consumer} -B ${WORK}/consumer -DCMAKE_PREFIX_PATH=${WORK}/prefix)
 else()
@@ -20,3 +20,4 @@ else()
 endif()
 run(${CMAKE_COMMAND} --build ${WORK}/consumer)
 run(${WORK}/consumer/consumer)
+run(${WORK}/consumer/consumer_sim)

@@ -23,7 +23,6 @@ struct Failing {
 
   std::string_view name() const { return "failing-qsgd4"; }
   bool lossless() const { return false; }
-  bool summable() const { return false; }
   bool needs_residual() const { return false; }
   std::size_t encoded_bytes(std::size_t n) const { return inner.encoded_bytes(n); }
   std::size_t encode(std::span<const float> in, std::span<std::byte> out, const codec::EncodeContext& ctx) const {
@@ -177,7 +176,7 @@ TEST_CASE("a synchronizer destroyed in the middle of an iteration tells its peer
 TEST_CASE("an abort left over from an earlier synchronizer on the same transport is ignored", "[abort]") {
   transport::InProcessGroup group(2);
   const auto stale = std::as_bytes(std::span("\0\0\0\0\0\0\0\0old failure", 20));
-  group.rank(0).send(1, transport::abort_tag, stale);
+  group.rank(0).send(1, schedule::abort_tag, stale);
   const auto got = testing::run_ranks<int>(2, [&](int r, transport::Transport&) {
     AnySynchronizer sync(group.rank(r), kLayout, {"fixed:5000", "forward", "fp32", "ring"});
     std::vector<std::vector<float>> g(kLayout.num_layers());

@@ -77,7 +77,7 @@ TEST_CASE("hybrid switches from hierarchical to ring at eta bytes", "[sim][cost]
 TEST_CASE("communication-bound: the iteration takes the ring's wire time", "[sim][cost]") {
   // 1,000,000 fp32 values on 8 ranks at 1 Gbit/s (125 MB/s), no compute, no latency:
   // 4 MB * 2 * 7/8 / 125 MB/s = 0.056 s, however the layer is sliced (40,000 = 8 * 5,000).
-  const auto net = sim::Network::from(gradsync::Link::parse("1gbit"), 8);
+  const auto net = sim::Network::from(gradsync::transport::Link::parse("1gbit"), 8);
   for (std::size_t slice : {40'000u, 1'000'000u}) {
     const auto r = sim::simulate(one_layer(1'000'000), gradsync::slicing::FixedSlices{slice},
                                  gradsync::priority::ForwardOrder{}, sim::CodecModel::parse("fp32"),
@@ -148,7 +148,7 @@ TEST_CASE("one rank: nothing to synchronize, every iteration takes the compute",
 TEST_CASE("a co-located parameter server moves the ring's bytes - a small window exposes its incast",
           "[sim][cost]") {
   // p = 4, 400,000 values: each rank sends and receives 2 * 3/4 of 1.6 MB on average, as in the ring.
-  const auto net = sim::Network::from(gradsync::Link::parse("1gbit"), 4);
+  const auto net = sim::Network::from(gradsync::transport::Link::parse("1gbit"), 4);
   auto run = [&](const char* collective, std::size_t inflight) {
     return sim::simulate(one_layer(400'000), gradsync::slicing::FixedSlices{}, gradsync::priority::ForwardOrder{},
                          sim::CodecModel::parse("fp32"), sim::CollectiveModel::parse(collective), net,
@@ -165,7 +165,7 @@ TEST_CASE("a co-located parameter server moves the ring's bytes - a small window
 TEST_CASE("KVStore's tensor pull - a tensor's broadcasts wait until all of its parts are aggregated", "[sim][cost]") {
   // 2 ranks, a link per pair; one tensor in 3 parts (EvenSplit) on shards 0, 1, 0: part 2's push
   // queues behind part 0's on the link to shard 0, so part 2 is aggregated last.
-  auto net = sim::Network::from(gradsync::Link::parse("1gbit"), 2);
+  auto net = sim::Network::from(gradsync::transport::Link::parse("1gbit"), 2);
   net.shared_nic = false;
   auto run = [&](bool tensor_pull, std::size_t inflight) {
     auto ps = sim::CollectiveModel::parse("ps");

@@ -59,7 +59,7 @@ using Span = std::pair<double, double>;
 // 62.5M fp32 values: 2 steps of 125 MB at 125 MB/s (both directions of the link at once).
 template <class Priority>
 sim::Result figure4(Priority p) {
-  const auto net = sim::Network::from(gradsync::Link::parse("1gbit"), 2);
+  const auto net = sim::Network::from(gradsync::transport::Link::parse("1gbit"), 2);
   return sim::simulate(sim::builtin_profile("p3-fig4", {}), gradsync::slicing::WholeLayer{}, p,
                        sim::CodecModel::parse("fp32"), sim::CollectiveModel::parse("ring"), net, unbounded);
 }
@@ -80,7 +80,7 @@ void check_pipeline(const sim::Result& r, const std::uint32_t (&order)[5]) {
 // takes 1 s, adding them at 0.125 GB/s 1 s; the middle layer is three times as large.
 template <class Slicing, class Priority>
 sim::Result figure6(Slicing s, Priority p) {
-  auto net = sim::Network::from(gradsync::Link::parse("1gbit"), 1);
+  auto net = sim::Network::from(gradsync::transport::Link::parse("1gbit"), 1);
   net.dedicated_servers = 1;
   auto codec = sim::CodecModel::parse("fp32");
   codec.sum_gbps = 0.125;

@@ -3,8 +3,7 @@
 #include <filesystem>
 
 #include <gradsync/sim/models.hpp>
-
-#include "sim_json.hpp"
+#include <gradsync/sim/profile_json.hpp>
 
 namespace sim = gradsync::sim;
 

@@ -10,7 +10,7 @@ namespace sim = gradsync::sim;
 
 namespace {
 
-sim::Network network(const char* link, int ranks) { return sim::Network::from(gradsync::Link::parse(link), ranks); }
+sim::Network network(const char* link, int ranks) { return sim::Network::from(gradsync::transport::Link::parse(link), ranks); }
 
 double simulate(const sim::Profile& profile, const sim::Network& net, const sim::TuneSpace& space, const sim::Setting& s) {
   return sim::simulate(profile, gradsync::slicing::AnySlicing::parse(s.slicing),

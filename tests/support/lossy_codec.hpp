@@ -16,7 +16,6 @@ struct RoundBf16 {
   static constexpr double max_relative_error = 1.0 / 256;
   std::string_view name() const { return "test-bf16"; }
   bool lossless() const { return false; }
-  bool summable() const { return false; }
   bool needs_residual() const { return false; }
   std::size_t encoded_bytes(std::size_t n) const { return gradsync::codec::header_bytes + 2 * n; }
   std::size_t encode(std::span<const float> in, std::span<std::byte> out, const gradsync::codec::EncodeContext&) const {

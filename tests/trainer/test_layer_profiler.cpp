@@ -6,7 +6,7 @@
 
 #include "gradsync/trainer/layer_profiler.hpp"
 #include "gradsync/trainer/trainer.hpp"
-#include "profile_json.hpp"  // tools/sim
+#include <gradsync/sim/profile_json.hpp>
 #include "small_config.hpp"
 
 using namespace gradsync::trainer;

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <string>
 
-#include <gradsync/core/link.hpp>
+#include <gradsync/transport/link.hpp>
 #include <gradsync/priority/any.hpp>
 #include <gradsync/sim/models.hpp>
 #include <gradsync/sim/simulator.hpp>
@@ -142,10 +142,10 @@ int main(int argc, char** argv) {
       throw gradsync::ConfigError("--batch, --gflops, --input and --classes shape built-in profiles; a --profile file "
                                   "has its own sizes and times");
 
-    const gradsync::Link link = gradsync::Link::parse(bandwidth);
+    const gradsync::transport::Link link = gradsync::transport::Link::parse(bandwidth);
     sim::Network net = sim::Network::from(link, ranks);
     if (!latency.empty()) {
-      const auto l = gradsync::Link::parse_latency(latency);
+      const auto l = gradsync::transport::Link::parse_latency(latency);
       if (!l) throw gradsync::ConfigError("--latency: expected <n>us or <n>ms (e.g. 20us), got '" + latency + "'");
       net.latency_seconds = std::chrono::duration<double>(*l).count();
     }

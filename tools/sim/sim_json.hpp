@@ -1,6 +1,5 @@
 #pragma once
-// gradsync-sim's JSON: results and Chrome traces out (profiles in and out: profile_json.hpp).
-// Kept out of include/gradsync/sim/ so the library stays free of nlohmann_json.
+// gradsync-sim's JSON: results and Chrome traces out (profiles in and out: gradsync/sim/profile_json.hpp).
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -10,7 +9,7 @@
 #include <gradsync/sim/profile.hpp>
 #include <gradsync/sim/simulator.hpp>
 
-#include "profile_json.hpp"
+#include <gradsync/sim/profile_json.hpp>
 
 namespace gradsync::sim {
 

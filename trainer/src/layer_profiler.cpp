@@ -3,9 +3,8 @@
 #include <stdexcept>
 #include <utility>
 
-#include <gradsync/detail/median.hpp>
-
-#include "profile_json.hpp"  // tools/sim: the profile schema's writer, shared with gradsync-sim
+#include <gradsync/sim/median.hpp>
+#include <gradsync/sim/profile_json.hpp>  // the profile schema's writer, shared with gradsync-sim
 
 namespace gradsync::trainer {
 
@@ -29,7 +28,7 @@ double LayerProfiler::median(const std::vector<double>& per_iteration) const {
   const std::size_t skip = skipped();
   std::vector<double> v(iterations_ - skip, 0.0);  // iterations a layer got nothing in count as 0
   for (std::size_t i = skip; i < per_iteration.size(); ++i) v[i - skip] = per_iteration[i];
-  return gradsync::detail::median(std::move(v));
+  return sim::median(std::move(v));
 }
 
 sim::Profile LayerProfiler::profile(const std::string& model) const {

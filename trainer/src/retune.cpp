@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include <gradsync/detail/median.hpp>
+#include <gradsync/sim/median.hpp>
 
 namespace gradsync::trainer {
 
@@ -64,7 +64,7 @@ void RetuningSync::recheck() {
   } moved;
   if (t_.rank() == 0) {
     moved.rate = watch_.observe(window.rate()).value_or(0);
-    if (!times.empty() && !warming_up_) moved.pace = pace_watch_.observe(gradsync::detail::median(times)).value_or(0);
+    if (!times.empty() && !warming_up_) moved.pace = pace_watch_.observe(sim::median(times)).value_or(0);
     warming_up_ = false;
     if (moved.rate != 0 || moved.pace != 0) {  // both watches start over, under whatever is chosen now
       watch_.reset();

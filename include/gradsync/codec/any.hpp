@@ -107,7 +107,6 @@ class AnyCodec {
 
   std::string_view name() const { return std::visit([](const auto& c) { return std::string_view(c.name()); }, v_); }
   bool lossless() const { return std::visit([](const auto& c) { return bool(c.lossless()); }, v_); }
-  bool summable() const { return std::visit([](const auto& c) { return bool(c.summable()); }, v_); }
   bool needs_residual() const { return std::visit([](const auto& c) { return bool(c.needs_residual()); }, v_); }
   std::size_t encoded_bytes(std::size_t n) const { return std::visit([n](const auto& c) { return c.encoded_bytes(n); }, v_); }
   std::size_t encode(std::span<const float> in, std::span<std::byte> out, const EncodeContext& ctx) const {

@@ -38,7 +38,6 @@ concept Codec = std::copy_constructible<C> &&
            std::size_t n) {
     { c.name() } -> std::convertible_to<std::string_view>;   // "fp32", "qsgd8", ...
     { c.lossless() } -> std::convertible_to<bool>;           // decode(encode(x)) == x exactly
-    { c.summable() } -> std::convertible_to<bool>;           // wire forms can be added as they are
     { c.needs_residual() } -> std::convertible_to<bool>;     // wants EncodeContext::residual
     { c.encoded_bytes(n) } -> std::same_as<std::size_t>;     // exact wire size for n elements
     { c.encode(in, out, ctx) } -> std::same_as<std::size_t>; // writes header + payload, returns bytes
@@ -51,7 +50,7 @@ concept Codec = std::copy_constructible<C> &&
 #define GRADSYNC_CHECK_CODEC(C)                                                                  \
   static_assert(::gradsync::codec::Codec<C>,                                                     \
                 "gradsync: this type is not a Codec: provide const member functions name(), "   \
-                "lossless(), summable(), needs_residual(), encoded_bytes(n), "                   \
+                "lossless(), needs_residual(), encoded_bytes(n), "                               \
                 "encode(in, out, ctx) -> size_t, decode(wire, out) and decode_add(wire, acc); "  \
                 "see gradsync/codec/concept.hpp")
 

@@ -30,7 +30,6 @@ struct ErrorFeedback {
 
   constexpr std::string_view name() const { return {name_chars.data(), name_chars.size() - 1}; }
   constexpr bool lossless() const { return false; }
-  constexpr bool summable() const { return inner.summable(); }
   constexpr bool needs_residual() const { return true; }
   std::size_t encoded_bytes(std::size_t n) const { return inner.encoded_bytes(n); }
   std::size_t encode(std::span<const float> in, std::span<std::byte> out, const EncodeContext& ctx) const {

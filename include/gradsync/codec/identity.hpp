@@ -19,7 +19,6 @@ struct Identity {
   static constexpr std::uint8_t id = 0;
   constexpr std::string_view name() const { return "fp32"; }
   constexpr bool lossless() const { return true; }
-  constexpr bool summable() const { return true; }
   constexpr bool needs_residual() const { return false; }
   constexpr std::size_t encoded_bytes(std::size_t n) const { return header_bytes + n * sizeof(float); }
 

@@ -51,7 +51,6 @@ struct OnDevice {
 
   constexpr std::string_view name() const { return inner.name(); }
   constexpr bool lossless() const { return inner.lossless(); }
-  constexpr bool summable() const { return inner.summable(); }
   constexpr bool needs_residual() const { return inner.needs_residual(); }
   constexpr std::size_t encoded_bytes(std::size_t n) const { return inner.encoded_bytes(n); }
 

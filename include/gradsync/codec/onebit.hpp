@@ -32,7 +32,6 @@ struct OneBit {
 
   constexpr std::string_view name() const { return "onebit"; }
   constexpr bool lossless() const { return false; }
-  constexpr bool summable() const { return false; }
   constexpr bool needs_residual() const { return true; }
   GRADSYNC_FRAMED_CODEC_API
 

@@ -51,7 +51,6 @@ struct Qsgd {
     return Bits == 2 ? "qsgd2" : Bits == 4 ? "qsgd4" : Bits == 8 ? "qsgd8" : "qsgd16";
   }
   constexpr bool lossless() const { return false; }
-  constexpr bool summable() const { return false; }
   constexpr bool needs_residual() const { return false; }
   GRADSYNC_FRAMED_CODEC_API
 

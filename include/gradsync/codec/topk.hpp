@@ -36,7 +36,6 @@ struct TopK {
 
   constexpr std::string_view name() const { return "topk"; }
   constexpr bool lossless() const { return false; }
-  constexpr bool summable() const { return false; }
   constexpr bool needs_residual() const { return true; }
   GRADSYNC_FRAMED_CODEC_API
 

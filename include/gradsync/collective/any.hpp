@@ -14,7 +14,6 @@
 ///
 /// A runtime codec (codec::AnyCodec) is resolved to its concrete type before the collective runs,
 /// so collectives keep their per-codec fast paths (raw fp32) when chosen from strings.
-#include <charconv>
 #include <variant>
 
 #include "../codec/any.hpp"
@@ -24,6 +23,7 @@
 #include "parameter_server.hpp"
 #include "reduce_broadcast.hpp"
 #include "ring.hpp"
+#include "spec.hpp"
 #if defined(GRADSYNC_WITH_MPI)
 #include "mpi_native.hpp"
 #endif
@@ -55,57 +55,52 @@ struct AnyCollective {
       policy;
 
   /// The policy strings parse() takes (its errors and gradsync-train --help list them).
-  static constexpr std::string_view grammar = gradsync::detail::collective_grammar;
+  static constexpr std::string_view grammar = Spec::grammar;
 
   static AnyCollective parse(std::string_view text) {
-    const auto [name, arg, has_arg] = gradsync::detail::split_policy(text);
-    auto group = [&](std::string_view s) { return gradsync::detail::parse_count(s, "collective", text, grammar); };
-    if (!has_arg && text == "ring") return {Ring{}};
-    if (!has_arg && text == "ps") return {ParameterServer{}};
-    if (!has_arg && text == "reduce-broadcast") return {ReduceBroadcast{}};
-    if (name == "hierarchical") return {Hierarchical{.group = has_arg ? group(arg) : 0}};
-    if (name == "hybrid") {
-      Hybrid h;
-      if (has_arg) {
-        const auto [bytes, k, has_k] = gradsync::detail::split_policy(arg);
-        h.threshold_bytes = gradsync::detail::parse_size(bytes, "collective", text, grammar);
-        if (has_k) h.small.group = group(k);
+    using K = Spec::Kind;
+    const Spec s = Spec::parse(text);
+    switch (s.kind) {
+      case K::ring: return {Ring{}};
+      case K::ps: return {ParameterServer{}};
+      case K::reduce_broadcast: return {ReduceBroadcast{}};
+      case K::hierarchical: return {Hierarchical{.group = s.group}};
+      case K::hybrid: {
+        Hybrid h;
+        if (s.threshold_bytes) h.threshold_bytes = *s.threshold_bytes;
+        h.small.group = s.group;
+        return {h};
       }
-      return {h};
-    }
-    if (!has_arg && text == "mpi") {
+      case K::mpi:
 #if defined(GRADSYNC_WITH_MPI)
-      return {MpiNative{}};
+        return {MpiNative{}};
 #else
-      throw ConfigError("gradsync: collective 'mpi' needs gradsync built with MPI: link the gradsync::mpi target "
-                        "(or define GRADSYNC_WITH_MPI and link MPI); otherwise use 'ring'");
+        throw ConfigError("gradsync: collective 'mpi' needs gradsync built with MPI: link the gradsync::mpi target "
+                          "(or define GRADSYNC_WITH_MPI and link MPI); otherwise use 'ring'");
 #endif
-    }
-    if (name == "gloo") {
+      case K::gloo:
 #if defined(GRADSYNC_WITH_GLOO)
-      return {GlooNative(std::string(arg))};
+        return {GlooNative(s.iface)};
 #else
-      throw ConfigError("gradsync: collective 'gloo' needs gradsync built with Gloo: install libgloo-dev (Debian) "
-                        "and link the gradsync::gloo target; otherwise use 'ring'");
+        throw ConfigError("gradsync: collective 'gloo' needs gradsync built with Gloo: install libgloo-dev (Debian) "
+                          "and link the gradsync::gloo target; otherwise use 'ring'");
 #endif
-    }
-    if (!has_arg && text == "nccl") {
+      case K::nccl:
 #if defined(GRADSYNC_WITH_NCCL)
-      return {NcclNative{}};
+        return {NcclNative{}};
 #else
-      throw ConfigError("gradsync: collective 'nccl' needs gradsync built with NCCL: link the gradsync::nccl target "
-                        "(CUDA and NCCL found at configure time) and use transport::Nccl; otherwise use 'ring'");
+        throw ConfigError("gradsync: collective 'nccl' needs gradsync built with NCCL: link the gradsync::nccl target "
+                          "(CUDA and NCCL found at configure time) and use transport::Nccl; otherwise use 'ring'");
 #endif
-    }
-    if (name == "nccl-hierarchical") {
+      case K::nccl_hierarchical:
 #if defined(GRADSYNC_WITH_NCCL)
-      return {NcclHierarchical(has_arg ? group(arg) : 0)};
+        return {NcclHierarchical(s.group)};
 #else
-      throw ConfigError("gradsync: collective 'nccl-hierarchical' needs gradsync built with NCCL: link the "
-                        "gradsync::nccl target and use transport::Nccl; otherwise use 'hierarchical'");
+        throw ConfigError("gradsync: collective 'nccl-hierarchical' needs gradsync built with NCCL: link the "
+                          "gradsync::nccl target and use transport::Nccl; otherwise use 'hierarchical'");
 #endif
     }
-    gradsync::detail::bad_policy("collective", text, grammar);
+    gradsync::detail::bad_policy("collective", text, grammar);  // not reached: every kind returns
   }
   std::string_view name() const {
     return std::visit([](const auto& p) { return p.name(); }, policy);

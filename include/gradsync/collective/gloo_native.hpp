@@ -37,6 +37,7 @@
 #include "../transport/sigpipe.hpp"
 #include "../transport/transport.hpp"
 #include "concept.hpp"
+#include "tags.hpp"
 
 namespace gradsync::collective {
 
@@ -62,12 +63,12 @@ class GlooMesh : public gloo::Context {
     for (int p = 0; p < size; ++p) {
       if (p == rank) continue;
       const std::vector<char> mine = transportContext_->createPair(p)->address().bytes();
-      t.send(p, transport::gloo_address_tag, std::as_bytes(std::span(mine)));
+      t.send(p, gloo_address_tag, std::as_bytes(std::span(mine)));
     }
     for (int p = 0; p < size; ++p) {
       if (p == rank) continue;
       std::vector<char> theirs(gloo::transport::Address::kMaxByteSize);
-      theirs.resize(t.recv(p, transport::gloo_address_tag, std::as_writable_bytes(std::span(theirs))));
+      theirs.resize(t.recv(p, gloo_address_tag, std::as_writable_bytes(std::span(theirs))));
       try {
         transportContext_->getPair(p)->connect(theirs);
       } catch (const std::exception& e) {
@@ -80,11 +81,11 @@ class GlooMesh : public gloo::Context {
     // pairs right after start() made a peer's start() fail. No rank leaves until all are connected.
     const std::byte connected{1};
     for (int p = 0; p < size; ++p)
-      if (p != rank) t.send(p, transport::gloo_address_tag, std::span(&connected, 1));
+      if (p != rank) t.send(p, gloo_address_tag, std::span(&connected, 1));
     for (int p = 0; p < size; ++p) {
       if (p == rank) continue;
       std::byte got{};
-      t.recv(p, transport::gloo_address_tag, std::span(&got, 1));
+      t.recv(p, gloo_address_tag, std::span(&got, 1));
     }
   }
 

@@ -47,10 +47,6 @@ class Leaders final : public transport::Transport {
   std::optional<std::size_t> try_recv(int src, transport::Tag tag, std::span<std::byte> out) override {
     return parent_.try_recv(real(src), tag, out);
   }
-  std::size_t sendrecv(int dst, std::span<const std::byte> data, int src, std::span<std::byte> out,
-                       transport::Tag tag) override {
-    return parent_.sendrecv(real(dst), data, real(src), out, tag);
-  }
 
  private:
   int real(int leader) const {

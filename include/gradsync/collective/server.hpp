@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "../detail/backoff.hpp"
-#include "../schedule/lanes.hpp"
+#include "../priority/lanes.hpp"
 #include "../transport/transport.hpp"
 #include "../transport/wait.hpp"
 
@@ -199,7 +199,7 @@ class Server {
   }
 
   transport::Transport& t_;
-  schedule::PriorityLanes ready_;  // units whose pushes are all in, by priority key
+  priority::Lanes ready_;  // units whose pushes are all in, by priority key
   std::vector<Served*> by_unit_;   // tag -> its Served while it is ready
   std::vector<Served*> pending_;   // units still collecting pushes (server thread only)
 

@@ -23,29 +23,12 @@ concept Priority = std::copy_constructible<P> &&
   };
 // clang-format on
 
-/// A priority whose keys depend on the training (DGT's contribution) also observes every unit's
-/// aggregated gradient — the same bytes on every rank, so every rank keys alike — and keys a unit
-/// by its index too:
-///   void observe(std::uint32_t index, const Unit& u, std::span<const float> aggregate);
-///   std::uint32_t key(std::uint32_t index, const Unit& u) const;
-/// The Synchronizer calls observe on the executor that aggregated unit `index`, before the unit
-/// counts as done (so concurrently for different units, never for one unit twice at once), and
-/// asks key(index, u) each time the unit becomes ready; every lane can then hold every unit.
-// clang-format off
-template <class P>
-concept ObservingPriority = Priority<P> &&
-  requires(P p, const P cp, std::uint32_t index, const Unit& u, std::span<const float> aggregate) {
-    { p.observe(index, u, aggregate) };
-    { cp.key(index, u) } -> std::same_as<std::uint32_t>;
-  };
-// clang-format on
-
 /// A priority that also classifies each unit's blocks of block_elements() as important or not
 /// (DGT's Contribution): important blocks travel reliably, the others best-effort. It learns from
 /// every unit's block magnitudes (collective::Job::magnitudes: per block, the mean over ranks of
 /// each rank's mean |v|, v its gradient plus residual, which magnitudes() computes), the same on
-/// every rank, so every rank classifies alike; the Synchronizer calls observe_blocks as it would
-/// observe. It may answer classifies() at run time (AnyPriority: only when DGT was chosen).
+/// every rank, so every rank classifies alike; the Synchronizer calls observe_blocks after each
+/// unit's collective. It may answer classifies() at run time (AnyPriority: only when DGT was chosen).
 // clang-format off
 template <class P>
 concept ClassifyingPriority = Priority<P> &&
@@ -88,25 +71,6 @@ template <class P>
 void load_state(P& p, std::span<const float> in) {
   if constexpr (requires { p.load_state(in); }) p.load_state(in);
 }
-
-/// Whether `p`'s keys may change between iterations (an ObservingPriority whose key depends on
-/// what it observed); a priority that only observes for another purpose says rekeys() == false.
-template <class P>
-bool rekeys(const P& p) {
-  if constexpr (!ObservingPriority<P>) return false;
-  else if constexpr (requires { p.rekeys(); }) return p.rekeys();
-  else return true;
-}
-
-/// Unit `index`'s key under `p` now.
-template <class P>
-std::uint32_t key_of(const P& p, std::uint32_t index, const Unit& u) {
-  if constexpr (ObservingPriority<P>) return p.key(index, u);
-  else return p.key(u);
-}
-
-/// Strict ordering of keys (never <=: P3's released queue had that bug, which breaks ties unfairly).
-constexpr bool more_urgent(std::uint32_t a, std::uint32_t b) { return a < b; }
 
 #define GRADSYNC_CHECK_PRIORITY(P)                                                              \
   static_assert(::gradsync::priority::Priority<P>,                                              \

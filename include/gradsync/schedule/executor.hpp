@@ -113,7 +113,7 @@ class Executors {
     const bool fp32 = p_.table.bypassed(u);
     const codec::EncodeContext ctx{
         .seed = p_.options.seed, .iteration = static_cast<std::uint64_t>(iteration), .unit = u, .residual = p_.table.residual(u)};
-    collective::Job job{data, u, ctx, p_.options.average, sequence, priority::key_of(p_.priority, u, unit)};
+    collective::Job job{data, u, ctx, p_.options.average, sequence, p_.priority.key(unit)};
     collective::BlockCounts blocks;
     if constexpr (priority::ClassifyingPriority<Priority>)
       if (priority::classifies(p_.priority)) {  // from shared information only: alike on every rank
@@ -129,7 +129,6 @@ class Executors {
     const std::size_t sent = fp32 ? p_.collective.run(p_.t, codec::fp32_of(p_.codec), job, slot.ws)
                                    : p_.collective.run(p_.t, p_.codec, job, slot.ws);
     if (job.blocks) p_.stats.blocks(blocks);
-    if constexpr (priority::ObservingPriority<Priority>) p_.priority.observe(u, unit, data);
     if constexpr (priority::ClassifyingPriority<Priority>)
       if (job.blocks) p_.priority.observe_blocks(u, slot.magnitudes);
     if (unit.fused()) {

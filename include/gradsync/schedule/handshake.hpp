@@ -20,6 +20,7 @@
 
 #include "../core/error.hpp"
 #include "../transport/transport.hpp"
+#include "tags.hpp"
 
 namespace gradsync::schedule {
 
@@ -110,7 +111,7 @@ inline std::uint64_t handshake(transport::Transport& t, const HandshakeInfo& min
     session = std::random_device{}() ^ static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
     in.resize(sizeof(detail::HelloHeader) + max_agreed_text);
     for (int r = 1; r < n; ++r) {
-      const std::size_t got = t.recv(r, transport::handshake_tag, in);
+      const std::size_t got = t.recv(r, handshake_tag, in);
       if (got < sizeof(detail::HelloHeader)) {
         if (verdict.empty()) verdict = "rank " + std::to_string(r) + " sent a malformed handshake (different gradsync version?)";
         continue;
@@ -121,12 +122,12 @@ inline std::uint64_t handshake(transport::Transport& t, const HandshakeInfo& min
       if (verdict.empty()) verdict = detail::compare_hello(mine, other, r);
     }
     const auto out = detail::message(detail::VerdictHeader{session}, verdict);
-    for (int r = 1; r < n; ++r) t.send(r, transport::handshake_tag, out);
+    for (int r = 1; r < n; ++r) t.send(r, handshake_tag, out);
   } else {
-    t.send(0, transport::handshake_tag,
+    t.send(0, handshake_tag,
            detail::message(detail::HelloHeader{mine.layout_signature, mine.world, mine.layers}, mine.agreed));
     in.resize(sizeof(detail::VerdictHeader) + detail::max_verdict_text);
-    const std::size_t got = t.recv(0, transport::handshake_tag, in);
+    const std::size_t got = t.recv(0, handshake_tag, in);
     if (got < sizeof(detail::VerdictHeader))
       throw PeerError("gradsync: ranks disagree: rank 0 sent a malformed handshake verdict (different gradsync version?)");
     const auto m = std::span(in).first(got);

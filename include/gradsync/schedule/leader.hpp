@@ -45,10 +45,11 @@
 
 #include "../core/options.hpp"
 #include "../detail/backoff.hpp"
+#include "../priority/lanes.hpp"
 #include "../transport/transport.hpp"
 #include "../transport/wait.hpp"
 #include "control.hpp"
-#include "lanes.hpp"
+#include "tags.hpp"
 #include "units.hpp"
 
 namespace gradsync::schedule {
@@ -190,13 +191,13 @@ class Leader {
     std::array<std::uint32_t, 2 + report_units> msg;
     std::memcpy(msg.data(), &iteration, sizeof iteration);
     std::ranges::copy(units, msg.begin() + 2);
-    t_.send(0, transport::ready_tag, std::as_bytes(std::span(msg).first(2 + units.size())));
+    t_.send(0, ready_tag, std::as_bytes(std::span(msg).first(2 + units.size())));
   }
 
   // Rank 0, while choosing: takes in every report that has come (then the choice sees them all).
   void take_reports() {
     for (int r = 1; r < t_.size(); ++r)
-      while (const auto got = t_.try_recv(r, transport::ready_tag, std::as_writable_bytes(std::span(report_)))) {
+      while (const auto got = t_.try_recv(r, ready_tag, std::as_writable_bytes(std::span(report_)))) {
         const std::size_t words = *got / sizeof(std::uint32_t);
         std::int64_t iteration = -1;
         if (*got % sizeof(std::uint32_t) == 0 && words >= 2) std::memcpy(&iteration, report_.data(), sizeof iteration);
@@ -248,7 +249,7 @@ class Leader {
       }
       if (!window_.take(bytes(*u))) return std::nullopt;
       const Decision d{table_.ready_iteration(*u), *u, loss_ratio_.load()};
-      for (int r = 1; r < t_.size(); ++r) t_.send(r, transport::schedule_tag, std::as_bytes(std::span(&d, 1)));
+      for (int r = 1; r < t_.size(); ++r) t_.send(r, decision_tag, std::as_bytes(std::span(&d, 1)));
       return d;
     }
     return std::nullopt;
@@ -267,7 +268,7 @@ class Leader {
         continue;
       }
       Decision d;
-      const auto got = t_.recv_for(0, transport::schedule_tag, std::as_writable_bytes(std::span(&d, 1)),
+      const auto got = t_.recv_for(0, decision_tag, std::as_writable_bytes(std::span(&d, 1)),
                                    std::chrono::milliseconds(50));
       if (!got) continue;
       if (*got != sizeof d || d.unit >= table_.size())
@@ -280,7 +281,7 @@ class Leader {
   transport::Transport& t_;
   Control& control_;
   const UnitTable& table_;
-  PriorityLanes lanes_;
+  priority::Lanes lanes_;
   CreditWindow window_;
   std::atomic<float> loss_ratio_{1.0f};
   // Rank 0's view of readiness: per unit, how many ranks have it ready in its current iteration

@@ -63,6 +63,7 @@
 #include "../transport/wait.hpp"
 #include "control.hpp"
 #include "leader.hpp"
+#include "tags.hpp"
 
 namespace gradsync::schedule {
 
@@ -213,7 +214,7 @@ class Watchdog {
   }
 
  private:
-  // The messages, on transport::abort_tag: a header, then text (failed, verdict) or the ranks
+  // The messages, on abort_tag: a header, then text (failed, verdict) or the ranks
   // the sender waits for as int32 (answer).
   enum class Kind : std::uint32_t { failed, query, answer, verdict };
   struct Header {
@@ -387,7 +388,7 @@ class Watchdog {
     std::memcpy(m.data(), &h, sizeof h);
     if (!payload.empty()) std::memcpy(m.data() + sizeof h, payload.data(), payload.size());
     try {
-      w_.user.send(peer, transport::abort_tag, m);
+      w_.user.send(peer, abort_tag, m);
     } catch (...) {  // best effort: the peer may be gone
     }
   }
@@ -401,7 +402,7 @@ class Watchdog {
     for (int p = 0; p < size(); ++p) {
       if (p == rank()) continue;
       try {
-        while (const auto got = w_.user.try_recv(p, transport::abort_tag, buffer_)) handle(p, *got);
+        while (const auto got = w_.user.try_recv(p, abort_tag, buffer_)) handle(p, *got);
       } catch (...) {  // a peer's link failed: its silence speaks for it
       }
     }

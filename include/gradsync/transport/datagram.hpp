@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "../core/error.hpp"
+#include "tags.hpp"
 #include "transport.hpp"
 
 namespace gradsync::transport {

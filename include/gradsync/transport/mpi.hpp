@@ -27,9 +27,8 @@
 /// deadline, so a dead or silent peer becomes a PeerError after `timeout` instead of a hang.
 /// Receives probe (MPI_Improbe) before they post, so a wait that times out cancels nothing.
 /// `send` copies into a pooled buffer and returns (buffered semantics, no allocation once the
-/// pool is warm); `send_async` and `sendrecv` send straight from the caller's span, so the ring's
-/// fp32 segments are never copied; sendrecv posts the receive with the send, so it cannot
-/// deadlock whatever the message size.
+/// pool is warm); `send_async` sends straight from the caller's span, so the ring's fp32 segments
+/// are never copied.
 #include <mpi.h>
 
 #include <algorithm>
@@ -198,46 +197,6 @@ class Mpi final : public Transport {
     return received(st, src, out.size());
   }
 
-  /// Posts the receive and the send together and waits for both: no copy, no deadlock on large
-  /// messages (a blocking send of a large message would wait for the peer's matching receive).
-  std::size_t sendrecv(int dst, std::span<const std::byte> data, int src, std::span<std::byte> out,
-                       Tag tag) override {
-    check_peer(dst);
-    check_peer(src);
-    check_tag(tag);
-    MPI_Request req[2];
-    check(MPI_Irecv(out.data(), count(out.size()), MPI_BYTE, src, static_cast<int>(tag), p2p_, &req[0]), "MPI_Irecv");
-    check(MPI_Isend(data.data(), count(data.size()), MPI_BYTE, dst, static_cast<int>(tag), p2p_, &req[1]), "MPI_Isend", dst);
-    MPI_Status st[2];
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
-    gradsync::detail::Backoff backoff;
-    for (;;) {
-      int done = 0;
-      const int rc = MPI_Testall(2, req, &done, st);
-      if (rc == MPI_ERR_IN_STATUS) {
-        for (int i = 0; i < 2; ++i)
-          if (st[i].MPI_ERROR != MPI_SUCCESS && st[i].MPI_ERROR != MPI_ERR_PENDING)
-            fail_request(st[i], i == 0 ? src : dst, out.size(), req);
-      } else {
-        check(rc, "MPI_Testall");
-      }
-      if (done) {
-        if (rc == MPI_SUCCESS) st[0].MPI_ERROR = MPI_SUCCESS;  // set only with MPI_ERR_IN_STATUS
-        break;
-      }
-      if (std::chrono::steady_clock::now() >= deadline) {
-        int recv_done = 0, send_done = 0;
-        MPI_Test(&req[0], &recv_done, &st[0]);
-        MPI_Test(&req[1], &send_done, &st[1]);
-        abandon(req[0]);
-        abandon(req[1]);
-        throw silent_peer(recv_done ? dst : src, tag, recv_done);
-      }
-      backoff.pause();
-    }
-    return received(st[0], src, out.size());
-  }
-
   /// Waits for `req` (any MPI request on this transport's communicators) until the timeout; a
   /// PeerError naming `what` and `tag` if it does not complete. For collectives built on MPI's own.
   void wait(MPI_Request& req, const char* what, Tag tag) {
@@ -249,7 +208,7 @@ class Mpi final : public Transport {
     abandon(req);
     throw PeerError("gradsync: " + describe() + ": " + what + " of unit " + std::to_string(tag) +
                     " did not complete within " + std::to_string(timeout_.count()) +
-                    " ms: a rank died or stopped calling gradient_ready");
+                    " ms: a rank died or stopped taking part");
   }
 
  private:
@@ -301,16 +260,12 @@ class Mpi final : public Transport {
   }
 
   std::size_t received(MPI_Status& st, int src, std::size_t capacity) {
-    if (st.MPI_ERROR != MPI_SUCCESS && st.MPI_ERROR != MPI_ERR_PENDING) fail_request(st, src, capacity, nullptr);
+    if (st.MPI_ERROR != MPI_SUCCESS && st.MPI_ERROR != MPI_ERR_PENDING) fail_request(st, src, capacity);
     int n = 0;
     MPI_Get_count(&st, MPI_BYTE, &n);
     return static_cast<std::size_t>(n);
   }
-  [[noreturn]] void fail_request(const MPI_Status& st, int peer, std::size_t capacity, MPI_Request* pending) {
-    if (pending) {
-      abandon(pending[0]);
-      abandon(pending[1]);
-    }
+  [[noreturn]] void fail_request(const MPI_Status& st, int peer, std::size_t capacity) {
     int cls = 0;
     MPI_Error_class(st.MPI_ERROR, &cls);
     if (cls == MPI_ERR_TRUNCATE)

@@ -28,6 +28,7 @@
 #include <string>
 #include <thread>
 
+#include "tags.hpp"
 #include "transport.hpp"
 
 namespace gradsync::transport {
@@ -105,9 +106,6 @@ class Nccl final : public Transport {
   }
   std::optional<std::size_t> try_recv(int src, Tag tag, std::span<std::byte> out) override {
     return host_.try_recv(src, tag, out);
-  }
-  std::size_t sendrecv(int dst, std::span<const std::byte> data, int src, std::span<std::byte> out, Tag tag) override {
-    return host_.sendrecv(dst, data, src, out, tag);
   }
 
   ncclComm_t comm() const { return comm_; }

@@ -33,13 +33,10 @@
 #include <thread>
 #include <vector>
 
-#include "../core/link.hpp"
+#include "link.hpp"
 #include "transport.hpp"
 
 namespace gradsync::transport {
-
-/// An emulated link (core/link.hpp: the simulator describes links the same way).
-using Link = gradsync::Link;
 
 template <class T = Transport>
 class Throttled final : public Transport {

@@ -15,16 +15,27 @@ namespace gradsync::transport {
 
 using Tag = std::uint32_t;
 
-/// Tags at or above this value are reserved for gradsync's own control traffic.
+/// A block of tags one layer of gradsync picks its control messages' tags from.
+struct TagRange {
+  Tag first;
+  Tag count;
+  /// The range's i-th tag; a compile error when i is outside the range.
+  consteval Tag at(Tag i) const {
+    if (i >= count) throw "gradsync: a tag outside its layer's range: take a free one, or widen the range";
+    return first + i;
+  }
+  constexpr Tag end() const { return first + count; }
+};
+
+/// Tags at or above reserved_tags carry gradsync's own control traffic, in one range per layer;
+/// each layer picks its tags from its range in its own header (transport/tags.hpp,
+/// collective/tags.hpp, schedule/tags.hpp). Below them: units (a unit's index is its tag) and a
+/// program's own messages.
 inline constexpr Tag reserved_tags = 0x7fff0000u;
-inline constexpr Tag handshake_tag = reserved_tags + 1;
-inline constexpr Tag schedule_tag = reserved_tags + 2;
-inline constexpr Tag abort_tag = reserved_tags + 3;  ///< a failing rank's message to every peer
-inline constexpr Tag udp_address_tag = reserved_tags + 4;  ///< BestEffort's exchange of UDP addresses
-inline constexpr Tag ready_tag = reserved_tags + 5;        ///< units ready on a rank, reported to rank 0
-inline constexpr Tag nccl_bootstrap_tag = reserved_tags + 6;  ///< rank 0's NCCL unique id
-inline constexpr Tag gloo_address_tag = reserved_tags + 7;    ///< collective::GlooNative's pair addresses
-inline constexpr Tag last_reserved_tag = gloo_address_tag;  ///< a transport must carry tags up to this
+inline constexpr TagRange transport_tags{reserved_tags, 16};        ///< transports' own setup
+inline constexpr TagRange collective_tags{transport_tags.end(), 16};  ///< collectives' own setup
+inline constexpr TagRange schedule_tags{collective_tags.end(), 16};   ///< the schedule's protocol
+inline constexpr Tag last_reserved_tag = schedule_tags.end() - 1;     ///< a transport must carry tags up to this
 
 class Transport {
  public:
@@ -86,18 +97,10 @@ class Transport {
     return PeerTimeout("gradsync: " + describe() + " waited " + std::to_string(timeout().count()) +
                            " ms for rank " + std::to_string(peer) + (taking ? " to take a message" : "") +
                            " (tag " + std::to_string(tag) +
-                           "): that rank died, stopped calling gradient_ready, or is too slow; "
+                           "): that rank died, stopped communicating, or is too slow; "
                            "raise Options::timeout if it is only slow",
                        peer);
   }
-  /// Sends to `dst` and receives from `src` at the same time (ring steps). Transports whose send
-  /// can block until the peer receives override this.
-  virtual std::size_t sendrecv(int dst, std::span<const std::byte> data, int src, std::span<std::byte> out,
-                               Tag tag) {
-    send(dst, tag, data);
-    return recv(src, tag, out);
-  }
-
   /// The transport of concrete type T behind this one: itself, or what a decorator (Throttled,
   /// transport::Cancellable, a user's wrapper) wraps; null if there is none. Collectives that
   /// hand units to a vendor library (MPI's or NCCL's own all-reduce) find their transport so.

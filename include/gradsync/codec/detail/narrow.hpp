@@ -150,7 +150,6 @@ struct Narrow {
 
   constexpr std::string_view name() const { return Format::name; }
   constexpr bool lossless() const { return false; }
-  constexpr bool summable() const { return true; }
   constexpr bool needs_residual() const { return false; }
   GRADSYNC_FRAMED_CODEC_API
 

@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "../core/error.hpp"
-#include "../core/layout.hpp"
+#include <gradsync/core/error.hpp>
+#include <gradsync/core/layout.hpp>
 
 namespace gradsync::sim {
 

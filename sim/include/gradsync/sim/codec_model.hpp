@@ -20,10 +20,10 @@
 #include <string_view>
 #include <vector>
 
-#include "../codec/any.hpp"
-#include "../codec/bypass.hpp"
-#include "../codec/traits.hpp"
-#include "../core/layout.hpp"
+#include <gradsync/codec/any.hpp>
+#include <gradsync/codec/bypass.hpp>
+#include <gradsync/codec/traits.hpp>
+#include <gradsync/core/layout.hpp>
 
 namespace gradsync::sim {
 

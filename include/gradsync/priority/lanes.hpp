@@ -1,11 +1,14 @@
 #pragma once
-/// PriorityLanes: the schedule queue. One Boost.Lockfree queue per priority level plus a bitmap of
-/// lanes that may be non-empty, so the consumer finds the most urgent ready unit by scanning
-/// words, not lanes. Producers (threads calling gradient_ready) never block; capacities are fixed
-/// at construction, so pushes and pops never allocate.
+/// Lanes: units queued by priority key, the lowest key first (strictly: FIFO among equal keys,
+/// never `<=`, the bug in P3's released queue that broke ties unfairly). One Boost.Lockfree queue
+/// per key plus a bitmap of lanes that may be non-empty, so the consumer finds the most urgent
+/// unit by scanning words, not lanes. Producers never block; capacities are fixed at
+/// construction, so pushes and pops never allocate. The sequencer (schedule/leader.hpp) queues the
+/// units ready on every rank in one, the parameter server (collective/server.hpp) the units whose
+/// pushes are all in.
 ///
 /// \code
-///   PriorityLanes lanes({3, 1});   // lane 0 holds up to 3 units, lane 1 up to 1
+///   gradsync::priority::Lanes lanes({3, 1});   // lane 0 holds up to 3 units, lane 1 up to 1
 ///   lanes.push(0, 7);              // unit 7, key 0
 ///   auto u = lanes.try_pop();      // 7: the lowest non-empty key first, FIFO within a key
 /// \endcode
@@ -20,12 +23,12 @@
 
 #include "../core/error.hpp"
 
-namespace gradsync::schedule {
+namespace gradsync::priority {
 
-class PriorityLanes {
+class Lanes {
  public:
   /// capacity[k]: how many units lane k may hold at once (e.g. how many units have key k).
-  explicit PriorityLanes(const std::vector<std::size_t>& capacity)
+  explicit Lanes(const std::vector<std::size_t>& capacity)
       : lanes_(capacity.size()), bits_((capacity.size() + 63) / 64) {
     for (std::size_t k = 0; k < capacity.size(); ++k)
       lanes_[k] = std::make_unique<Lane>(capacity[k] == 0 ? 1 : capacity[k]);
@@ -37,7 +40,7 @@ class PriorityLanes {
   /// Queues `unit` in lane `key`. Thread-safe; never blocks, never allocates.
   void push(std::uint32_t key, std::uint32_t unit) {
     if (!lanes_[key]->bounded_push(unit))
-      throw UsageError("gradsync: schedule lane " + std::to_string(key) + " is full (a unit was queued twice)");
+      throw UsageError("gradsync: priority lane " + std::to_string(key) + " is full (a unit was queued twice)");
     bits_[key / 64].fetch_or(std::uint64_t{1} << (key % 64), std::memory_order_release);
     pushed_.fetch_add(1, std::memory_order_release);
     pushed_.notify_one();
@@ -79,4 +82,4 @@ class PriorityLanes {
   std::atomic<std::uint64_t> pushed_{0};
 };
 
-}  // namespace gradsync::schedule
+}  // namespace gradsync::priority

@@ -1,10 +1,11 @@
 #pragma once
-/// median(): the middle of a sample (the mean of the two middle values for an even count).
+/// median(): the middle of a sample (the mean of the two middle values for an even count): profiles
+/// and the simulator's rank skew are medians of measured times.
 #include <algorithm>
 #include <stdexcept>
 #include <vector>
 
-namespace gradsync::detail {
+namespace gradsync::sim {
 
 /// Throws std::invalid_argument for an empty sample.
 inline double median(std::vector<double> v) {
@@ -15,4 +16,4 @@ inline double median(std::vector<double> v) {
   return (*std::max_element(v.begin(), mid) + *mid) / 2;
 }
 
-}  // namespace gradsync::detail
+}  // namespace gradsync::sim

@@ -1,10 +1,10 @@
-// detail::median: the middle value, the mean of the two middle ones for an even count.
+// sim::median: the middle value, the mean of the two middle ones for an even count.
 #include <catch2/catch.hpp>
 
-#include <gradsync/detail/median.hpp>
+#include <gradsync/sim/median.hpp>
 
 TEST_CASE("median: the middle of a sample in any order, the mean of the middle two for an even count") {
-  using gradsync::detail::median;
+  using gradsync::sim::median;
   CHECK(median({3.0}) == 3.0);
   CHECK(median({5.0, 1.0, 3.0}) == 3.0);
   CHECK(median({4.0, 1.0, 3.0, 2.0}) == 2.5);

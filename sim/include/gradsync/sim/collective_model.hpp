@@ -39,7 +39,6 @@
 /// \endcode
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -47,7 +46,7 @@
 #include <string_view>
 #include <vector>
 
-#include "../detail/parse.hpp"
+#include <gradsync/collective/spec.hpp>
 #include "codec_model.hpp"
 #include "network.hpp"
 
@@ -96,28 +95,19 @@ struct CollectiveModel {
   bool tensor_pull = false;                  ///< ps: broadcast a tensor's units once all are aggregated
   std::string text = "ring";                 ///< as parsed
 
-  static constexpr std::string_view valid = gradsync::detail::collective_grammar;
-
   static CollectiveModel parse(std::string_view text) {
-    const auto [name, arg, has_arg] = gradsync::detail::split_policy(text);
-    auto group_of = [&](std::string_view s) { return gradsync::detail::parse_count(s, "collective", text, valid); };
+    using K = collective::Spec::Kind;
+    const collective::Spec s = collective::Spec::parse(text);
     CollectiveModel m;
     m.text = std::string(text);
-    if ((!has_arg && (name == "ring" || name == "mpi" || name == "nccl")) || name == "gloo") m.kind = Kind::ring;
-    else if (!has_arg && name == "ps") m.kind = Kind::ps;
-    else if (!has_arg && name == "reduce-broadcast") m.kind = Kind::reduce_broadcast;
-    else if (name == "hierarchical" || name == "nccl-hierarchical") {
-      m.kind = Kind::hierarchical;
-      if (has_arg) m.group = group_of(arg);
-    } else if (name == "hybrid") {
-      m.kind = Kind::hybrid;
-      if (has_arg) {
-        const auto [bytes, k, has_k] = gradsync::detail::split_policy(arg);
-        m.threshold_bytes = gradsync::detail::parse_size(bytes, "collective", text, valid);
-        if (has_k) m.group = group_of(k);
-      }
-    } else {
-      gradsync::detail::bad_policy("collective", text, valid);
+    m.group = s.group;
+    if (s.threshold_bytes) m.threshold_bytes = *s.threshold_bytes;
+    switch (s.kind) {
+      case K::ring: case K::mpi: case K::gloo: case K::nccl: m.kind = Kind::ring; break;
+      case K::ps: m.kind = Kind::ps; break;
+      case K::reduce_broadcast: m.kind = Kind::reduce_broadcast; break;
+      case K::hierarchical: case K::nccl_hierarchical: m.kind = Kind::hierarchical; break;
+      case K::hybrid: m.kind = Kind::hybrid; break;
     }
     return m;
   }

@@ -39,7 +39,7 @@
 #include <string_view>
 #include <vector>
 
-#include "../core/error.hpp"
+#include <gradsync/core/error.hpp>
 #include "profile.hpp"
 
 namespace gradsync::sim {

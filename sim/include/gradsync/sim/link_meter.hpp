@@ -30,8 +30,8 @@
 #include <optional>
 #include <vector>
 
-#include "../core/error.hpp"
-#include "../core/statistics.hpp"
+#include <gradsync/core/error.hpp>
+#include <gradsync/core/statistics.hpp>
 
 namespace gradsync::sim {
 

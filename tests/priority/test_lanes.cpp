@@ -2,12 +2,12 @@
 
 #include <thread>
 
-#include <gradsync/schedule/lanes.hpp>
+#include <gradsync/priority/lanes.hpp>
 
-using gradsync::schedule::PriorityLanes;
+using gradsync::priority::Lanes;
 
 TEST_CASE("lanes serve the lowest key first and FIFO within a key") {
-  PriorityLanes lanes({2, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  Lanes lanes({2, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
                        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
                        0, 0, 0, 0, 0, 0, 0, 0, 1});  // 71 lanes: spans two bitmap words
   lanes.push(70, 100);
@@ -22,7 +22,7 @@ TEST_CASE("lanes serve the lowest key first and FIFO within a key") {
 }
 
 TEST_CASE("a full lane is an error, not a silent drop") {
-  PriorityLanes lanes({1});
+  Lanes lanes({1});
   lanes.push(0, 1);
   REQUIRE_THROWS_AS(lanes.push(0, 2), gradsync::UsageError);
 }
@@ -31,7 +31,7 @@ TEST_CASE("one producer and one consumer thread lose and duplicate nothing") {
   constexpr std::uint32_t kUnits = 20000, kLevels = 300;
   std::vector<std::size_t> cap(kLevels, 0);
   for (std::uint32_t u = 0; u < kUnits; ++u) ++cap[u % kLevels];
-  PriorityLanes lanes(cap);
+  Lanes lanes(cap);
   std::vector<int> seen(kUnits, 0);
   std::thread consumer([&] {
     for (std::uint32_t got = 0; got < kUnits;) {

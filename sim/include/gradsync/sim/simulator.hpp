@@ -38,7 +38,7 @@
 /// \code
 ///   namespace sim = gradsync::sim;
 ///   sim::Profile profile = sim::builtin_profile("resnet50", {});
-///   auto net = sim::Network::from(gradsync::Link::parse("10gbit"), 64);
+///   auto net = sim::Network::from(gradsync::transport::Link::parse("10gbit"), 64);
 ///   auto r = sim::simulate(profile, gradsync::slicing::FixedSlices{40'000}, gradsync::priority::ForwardOrder{},
 ///                          sim::CodecModel::parse("fp32"), sim::CollectiveModel::parse("ring"), net,
 ///                          {.iterations = 10});
@@ -54,12 +54,12 @@
 #include <string>
 #include <vector>
 
-#include "../core/options.hpp"
-#include "../detail/median.hpp"
-#include "../priority/concept.hpp"
-#include "../slicing/concept.hpp"
+#include <gradsync/core/options.hpp>
+#include <gradsync/priority/concept.hpp>
+#include <gradsync/slicing/concept.hpp>
 #include "codec_model.hpp"
 #include "collective_model.hpp"
+#include "median.hpp"
 #include "network.hpp"
 #include "profile.hpp"
 
@@ -166,7 +166,7 @@ class Engine {
     held_.assign(busy_.size(), 0.0);
     if (opt.rank_skew && !profile.iteration_seconds.empty()) {
       pace_samples_ = profile.iteration_seconds;
-      const double median = gradsync::detail::median(pace_samples_);
+      const double median = sim::median(pace_samples_);
       for (double& x : pace_samples_) x /= median;
       workers_ = std::size_t(net.ranks);
     }
@@ -444,7 +444,7 @@ Result simulate(const Profile& profile, const S& slicing, P priority, const Code
   r.stage_offset.push_back(0);
   for (std::uint32_t u = 0; u < r.units.size(); ++u) {
     const Unit& unit = r.units[u];
-    r.keys.push_back(priority::key_of(priority, u, unit));
+    r.keys.push_back(priority.key(unit));
     const bool fp32 = std::all_of(unit.segments.begin(), unit.segments.end(),
                                   [&](const Segment& s) { return layout.layer(s.layer).elements < fp32_below; });
     collective.stages(UnitWork{u, unit.elements, fp32}, codec, net, r.stages);

@@ -12,7 +12,7 @@
 ///
 /// \code
 ///   namespace sim = gradsync::sim;
-///   const auto ranked = sim::tune(profile, sim::Network::from(gradsync::Link::parse("1gbit"), 2), {});
+///   const auto ranked = sim::tune(profile, sim::Network::from(gradsync::transport::Link::parse("1gbit"), 2), {});
 ///   ranked.front().slicing;  // e.g. "fixed:160000"
 /// \endcode
 #include <algorithm>
@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "../priority/any.hpp"
-#include "../slicing/any.hpp"
+#include <gradsync/priority/any.hpp>
+#include <gradsync/slicing/any.hpp>
 #include "simulator.hpp"
 
 namespace gradsync::sim {

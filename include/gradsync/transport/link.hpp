@@ -1,12 +1,12 @@
 #pragma once
 /// Link: one network link as gradsync describes it: bandwidth, one-way latency, burst, and whether
 /// a rank's sends share one NIC. The Throttled transport emulates it (transport/throttled.hpp);
-/// the simulator models it (sim/network.hpp). Both parse the strings gradsync-train's and
+/// the simulator models it (gradsync/sim/network.hpp). Both parse the strings gradsync-train's and
 /// gradsync-sim's --bandwidth take.
 ///
 /// \code
-///   auto link = gradsync::Link::parse("10gbit+50us/nic");   // 10 Gbit/s, 50 us, one NIC per rank
-///   link.bytes_per_second();                                 // 1.25e9
+///   auto link = gradsync::transport::Link::parse("10gbit+50us/nic");   // 10 Gbit/s, 50 us, one NIC per rank
+///   link.bytes_per_second();                                            // 1.25e9
 /// \endcode
 #include <charconv>
 #include <chrono>
@@ -19,7 +19,7 @@
 
 #include "../detail/parse.hpp"
 
-namespace gradsync {
+namespace gradsync::transport {
 
 /// A link: sends of `gbit` Gbit/s that arrive `latency` after they left.
 struct Link {
@@ -82,4 +82,4 @@ struct Link {
   double bytes_per_second() const { return gbit * 1e9 / 8; }
 };
 
-}  // namespace gradsync
+}  // namespace gradsync::transport

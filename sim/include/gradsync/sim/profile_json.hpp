@@ -1,10 +1,11 @@
 #pragma once
-// Model profiles in JSON (schema version 1, tools/sim/README.md): what gradsync-sim reads and
-// `gradsync-train --profile` writes. Kept out of include/gradsync/sim/ so the library stays free
-// of nlohmann_json; the trainer reaches it through its include path (trainer/CMakeLists.txt).
-//
-//   gradsync::sim::Profile p = gradsync::sim::read_profile("vgg11.json");   // ConfigError on bad input
-//   nlohmann::json j = gradsync::sim::profile_json(p);                         // the same schema
+/// Model profiles in JSON (schema version 1, tools/sim/README.md): what gradsync-sim reads and
+/// `gradsync-train --profile` writes. The one header of gradsync::sim that needs nlohmann_json.
+///
+/// \code
+///   gradsync::sim::Profile p = gradsync::sim::read_profile("vgg11.json");   // ConfigError on bad input
+///   nlohmann::json j = gradsync::sim::profile_json(p);                         // the same schema
+/// \endcode
 #include <cstdint>
 #include <fstream>
 #include <sstream>
@@ -14,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include <gradsync/core/error.hpp>
-#include <gradsync/sim/profile.hpp>
+#include "profile.hpp"
 
 namespace gradsync::sim {
 

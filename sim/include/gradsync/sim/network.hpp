@@ -3,8 +3,8 @@
 /// link of `bytes_per_second` each way and `latency_seconds` one-way delay per message.
 ///
 ///  - `shared_nic` (default): all of a rank's sends share one NIC (and all its receives), as on a
-///    real cluster and as P3 shaped its links with tc (gradsync::Link's "/nic").
-///  - otherwise each pair of ranks has its own link (a full-bisection fabric; gradsync::Link's
+///    real cluster and as P3 shaped its links with tc (gradsync::transport::Link's "/nic").
+///  - otherwise each pair of ranks has its own link (a full-bisection fabric; gradsync::transport::Link's
 ///    default, what the Throttled transport emulates without "/nic"): a rank that talks to
 ///    several peers at once gets the full rate to each.
 ///  - `dedicated_servers` (parameter server only): 0 puts the servers on the workers, one shard
@@ -12,14 +12,14 @@
 ///    with links like the workers' (P3's figures: one worker, one server).
 ///
 /// \code
-///   auto net = gradsync::sim::Network::from(gradsync::Link::parse("10gbit+20us"), 64);
+///   auto net = gradsync::sim::Network::from(gradsync::transport::Link::parse("10gbit+20us"), 64);
 ///   net.shared_nic = true;    // the simulator's default; "/nic" in the string says the same
 /// \endcode
 #include <cmath>
 #include <string>
 
-#include "../core/error.hpp"
-#include "../core/link.hpp"
+#include <gradsync/core/error.hpp>
+#include <gradsync/transport/link.hpp>
 
 namespace gradsync::sim {
 
@@ -32,7 +32,7 @@ struct Network {
 
   /// The network of `ranks` ranks with `link`'s bandwidth and latency; NIC-shared always (the
   /// simulator's default: set shared_nic = false for a link per pair).
-  static Network from(const Link& link, int ranks) {
+  static Network from(const transport::Link& link, int ranks) {
     Network n;
     n.ranks = ranks;
     n.bytes_per_second = link.bytes_per_second();
