@@ -6,6 +6,7 @@ import re
 import pytest
 import torch
 import torch.nn as nn
+import torch.distributed as dist
 import torch.nn.functional as F
 
 import gradsync.torch as gs
@@ -101,12 +102,13 @@ def test_zero_grad_between_backward_and_step(world):
         opt.step()
 
 
-def test_more_backward_passes_than_declared(world):
+def test_more_backward_passes_than_declared(world, ddp_group):
     with after_one_step(world, 2) as (opt, (first, second)):
         first.backward()
         with pytest.raises(RuntimeError, match=r"parameter 'fc.bias' got another gradient .*"
                                                r"backward_passes_per_step \(1\)"):
             second.backward()
+        dist.barrier()  # every rank saw its own error before any rank's abort can reach it
         opt.abort("the test stops here")
 
 
