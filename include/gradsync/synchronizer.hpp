@@ -32,7 +32,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <cmath>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -81,12 +81,13 @@ class Synchronizer {
         p_(std::move(policies)),
         table_(layout_, p_.slicing.plan(layout_), fp32_below(), keeps_residuals(), p_.slicing.describe()),
         leader_(t_, control_, opt_, lane_capacities(), table_),
-        executors_({t_, p_.priority, p_.codec, p_.collective, table_, leader_, control_, stats_, opt_}),
-        watchdog_({user_, t_, control_, &leader_, [this] { return collective::stall(p_.collective); }},
+        executors_({t_, p_.priority, p_.codec, p_.collective, runtime_, table_, leader_, control_, stats_, opt_}),
+        watchdog_({user_, t_, control_, &leader_, [this] { return runtime_ ? runtime_->stall() : transport::Wait{}; }},
                   schedule::handshake(t_, hello()), opt_.timeout) {
-    priority::prepare(p_.priority, table_.units());
-    collective::start(p_.collective,
-                      {t_, table_.size(), lane_capacities(), watchdog_.session(), priority::classifies(p_.priority)});
+    std::vector<std::size_t> elements;
+    for (const Unit& u : table_.units()) elements.push_back(u.elements);
+    runtime_ = collective::start(p_.collective, {.transport = t_, .elements = std::move(elements),
+                                                 .lane_capacity = lane_capacities(), .session = watchdog_.session()});
     for (std::size_t i = 0; i < executors_.size(); ++i)
       threads_.emplace_back([this, i] { guarded([this, i] { executors_.run(executors_.slot(i)); }); });
     watchdog_.start();
@@ -108,7 +109,7 @@ class Synchronizer {
     // Let in-flight units finish (peers need this rank for them); the watchdog fails it after the timeout.
     watchdog_.wait([&] { return table_.all_done(); }, "~Synchronizer", 0);
     watchdog_.stop(std::make_exception_ptr(UsageError("gradsync: the synchronizer was destroyed")));
-    collective::stop(p_.collective);
+    runtime_->stop();
     for (auto& th : threads_) th.join();
   }
 
@@ -191,36 +192,35 @@ class Synchronizer {
     watchdog_.fail(std::make_exception_ptr(PeerError("gradsync: " + user_.describe() + " stopped: " + reason)));
   }
 
-  /// Differential transmission (priority::Contribution): this iteration's training loss, before
-  /// the backward pass. Rank 0's loss_t / loss_0 travels with its schedule decisions, so every
-  /// rank classifies alike; on other ranks, and with other priorities, it has no effect.
-  void report_loss(float loss) {
-    if (!(loss > 0.0f) || !std::isfinite(loss)) return;
-    if (!(first_loss_ > 0.0f)) first_loss_ = loss;
-    leader_.loss_ratio(loss / first_loss_);
-  }
+  /// This iteration's training loss, before the backward pass, for a collective that adapts to
+  /// it (collective::Runtime::report_loss); the others ignore it.
+  void report_loss(float loss) { runtime_->report_loss(loss); }
 
-  Statistics stats() const { return stats_.snapshot(); }
+  /// This rank's counters, with the collective's own (Statistics::counters).
+  Statistics stats() const {
+    Statistics s = stats_.snapshot();
+    s.counters = runtime_->counters();
+    return s;
+  }
 
   // Checkpoints: what a resumed run needs to continue bit-identically, per rank. iteration():
   // iterations finished (stochastic codecs key their random numbers on it); state(): the rest,
   // empty when nothing. It holds residuals() — the error-feedback memory of a codec with
-  // needs_residual() (onebit, topk, ef+...) and DGT's dropped blocks, every unit's back to back
-  // in units() order (bypassed ones keep none) — then what the priority learned (DGT: every
-  // block's contribution, then loss_0), so a resumed DGT run classifies blocks as the
-  // interrupted one would have. Read them between iterations, after wait_all(): executors update
-  // both while units are in flight.
+  // needs_residual() (onebit, topk, ef+...) or what a collective holds back (collective::holds_back),
+  // every unit's back to back in units() order (bypassed ones keep none) — then what the
+  // collective learned from the training (collective::Runtime::save_state), so a resumed run
+  // continues as the interrupted one would have. Read them between iterations, after wait_all():
+  // executors update both while units are in flight.
   std::int64_t iteration() const { return iteration_.load(); }
   std::span<const float> residuals() const { return table_.residuals(); }
   std::size_t state_size() const {
-    return table_.residuals().size() + priority::state_size(p_.priority) + (priority::classifies(p_.priority) ? 1 : 0);
+    return table_.residuals().size() + runtime_->state_size();
   }
   std::vector<float> state() const {
     std::vector<float> s(state_size());
     const std::span<float> out(s);
     std::ranges::copy(table_.residuals(), out.begin());
-    priority::save_state(p_.priority, out.subspan(table_.residuals().size(), priority::state_size(p_.priority)));
-    if (priority::classifies(p_.priority)) s.back() = first_loss_;
+    runtime_->save_state(out.subspan(table_.residuals().size()));
     return s;
   }
   /// Puts a new synchronizer (same layout and policies, on every rank) where a saved one was:
@@ -231,14 +231,13 @@ class Synchronizer {
     if (state.size() != state_size())
       throw UsageError("gradsync: restore(): " + std::to_string(state.size()) + " values of state, but " +
                        describe() + " with these units keeps " + std::to_string(state_size()) +
-                       "; restore state saved with the same model, slicing, priority and codec");
+                       "; restore state saved with the same model, slicing, priority, codec and collective");
     for (std::size_t l = 0; l < table_.layers(); ++l)
       if (table_.submitted(l) != -1)
         throw UsageError("gradsync: restore() after gradient_ready; restore a newly constructed synchronizer");
     const std::size_t residuals = table_.residuals().size();
     std::ranges::copy(state.first(residuals), table_.residuals().begin());
-    priority::load_state(p_.priority, state.subspan(residuals, priority::state_size(p_.priority)));
-    if (priority::classifies(p_.priority)) first_loss_ = state.back();
+    runtime_->load_state(state.subspan(residuals));
     iteration_.store(iteration);
   }
 
@@ -247,7 +246,7 @@ class Synchronizer {
   /// aggregates them there over the collectives that touch units only through it ('ring', 'ps',
   /// 'reduce-broadcast', 'hierarchical', 'hybrid'); the NCCL collectives take them over
   /// transport::Nccl. What would read the unit on the host is refused: an error-feedback residual
-  /// (kept on the host), fusion (gathered on the host), a priority that reads units (DGT), and
+  /// (kept on the host), fusion (gathered on the host), a priority that reads units, and
   /// Options::check_finite unless the codec checks on the device.
   std::string device_refusal(std::size_t layer) const {
     check_layer(layer, "device_refusal");
@@ -260,7 +259,7 @@ class Synchronizer {
     if (p_.codec.needs_residual())
       return "codec '" + std::string(p_.codec.name()) + "' keeps its error-feedback residual on the host: use one "
              "without (fp32, fp16, bf16, qsgd)";
-    if (priority::classifies(p_.priority) || priority::ObservingPriority<Priority>)
+    if (priority::ObservingPriority<Priority>)
       return "priority '" + std::string(p_.priority.name()) + "' reads units on the host: use 'forward' or 'fifo'";
     for (const Unit& u : table_.units())
       for (const Segment& s : u.segments)
@@ -291,22 +290,15 @@ class Synchronizer {
   std::size_t fp32_below() const {
     collective::check_accepts(p_.collective, p_.codec);
     if (opt_.inflight_units == 0) throw UsageError("gradsync: Options::inflight_units must be at least 1");
-    if (priority::classifies(p_.priority)) {
-      if (!collective::sends_best_effort(p_.collective))
-        throw ConfigError("gradsync: priority '" + std::string(p_.priority.name()) + "' sends unimportant blocks "
-                          "best-effort over the parameter server, not collective '" + collective_text() + "': use 'ps'");
-      if (!p_.codec.lossless())
-        throw ConfigError("gradsync: priority '" + std::string(p_.priority.name()) + "' sends fp32 blocks, not codec '" +
-                          std::string(p_.codec.name()) + "': use 'fp32'");
-    }
     if (p_.codec.lossless()) return 0;
     std::vector<std::size_t> sizes;
     for (const LayerSpec& l : layout_.layers()) sizes.push_back(l.elements);
     return codec::bypass_threshold(sizes, codec::bypass_below(p_.codec));
   }
 
-  /// An error-feedback residual per unit: for a codec that keeps one, and for DGT's dropped blocks.
-  bool keeps_residuals() const { return p_.codec.needs_residual() || priority::classifies(p_.priority); }
+  /// An error-feedback residual per unit: for a codec that keeps one, and for a collective that
+  /// holds back parts of units.
+  bool keeps_residuals() const { return p_.codec.needs_residual() || collective::holds_back(p_.collective); }
 
   /// How many units each priority lane may hold: as many as have its key, or every unit when keys
   /// change with the data.
@@ -390,11 +382,11 @@ class Synchronizer {
   StatisticsRecorder stats_;
   schedule::UnitTable table_;
   schedule::Leader leader_;
+  std::unique_ptr<collective::Runtime> runtime_;  // what the collective keeps for this synchronizer
   schedule::Executors<Priority, Codec, Collective> executors_;
   schedule::Watchdog watchdog_;  // after what it watches: its thread stops before they go
   std::vector<std::thread> threads_;
   std::atomic<std::int64_t> iteration_{0};
-  float first_loss_ = 0.0f;  // report_loss's loss_0 (the caller's thread)
 };
 
 }  // namespace gradsync

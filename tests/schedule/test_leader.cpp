@@ -115,7 +115,7 @@ TEST_CASE("Fifo sends in the order backpropagation made units ready") {
 }
 
 namespace {
-/// A priority that depends on the data (as DGT's does): a unit whose last aggregate had the larger
+/// A priority that depends on the data: a unit whose last aggregate had the larger
 /// mean magnitude goes first; units not observed yet go last.
 struct LargestFirst {
   std::shared_ptr<std::vector<float>> magnitude = std::make_shared<std::vector<float>>(64, 0.0f);

@@ -43,8 +43,8 @@ inline int parse_count(std::string_view text, std::string_view family, std::stri
 
 /// The collective policy strings (collective::AnyCollective; the simulator's CollectiveModel).
 inline constexpr std::string_view collective_grammar =
-    "ring, ps, reduce-broadcast, hierarchical[:k], hybrid[:bytes[:k]], mpi, gloo[:iface], nccl, nccl-hierarchical[:k] "
-    "(k: ranks per group, bytes: e.g. 256KiB)";
+    "ring, ps, reduce-broadcast, hierarchical[:k], hybrid[:bytes[:k]], mpi, gloo[:iface], nccl, nccl-hierarchical[:k], "
+    "dgt[:alpha=A][:p0=P][:block=N] (k: ranks per group, bytes: e.g. 256KiB)";
 
 /// A positive count with an optional suffix: k/M/G (x1000) or KiB/MiB/GiB (x1024).
 inline std::size_t parse_size(std::string_view text, std::string_view family, std::string_view whole,

@@ -57,7 +57,7 @@ namespace gradsync::schedule {
 struct Decision {
   std::int64_t iteration = 0;
   std::uint32_t unit = 0;
-  float loss_ratio = 1.0f;  ///< rank 0's loss_t / loss_0 when it decided (DGT's share of important blocks)
+  std::uint32_t key = 0;  ///< the unit's priority key when rank 0 decided (collective::Job::priority)
 };
 static_assert(sizeof(Decision) == 16);  // it goes on the wire
 
@@ -132,8 +132,6 @@ class Leader {
   void finished(std::uint32_t u) {
     if (leads()) window_.give_back_locked(bytes(u));
   }
-  /// Rank 0's latest loss_t / loss_0, sent with every decision from now on (DGT).
-  void loss_ratio(float ratio) { loss_ratio_.store(ratio); }
   /// The next unit to run, in rank 0's order, for the calling executor; nothing once stopping.
   /// `sequence` receives the decision's index, the same on every rank.
   std::optional<Decision> next(std::uint64_t& sequence) {
@@ -247,7 +245,7 @@ class Leader {
         continue;
       }
       if (!window_.take(bytes(*u))) return std::nullopt;
-      const Decision d{table_.ready_iteration(*u), *u, loss_ratio_.load()};
+      const Decision d{table_.ready_iteration(*u), *u, key_[*u].load()};
       for (int r = 1; r < t_.size(); ++r) t_.send(r, transport::schedule_tag, std::as_bytes(std::span(&d, 1)));
       return d;
     }
@@ -282,7 +280,6 @@ class Leader {
   const UnitTable& table_;
   PriorityLanes lanes_;
   CreditWindow window_;
-  std::atomic<float> loss_ratio_{1.0f};
   // Rank 0's view of readiness: per unit, how many ranks have it ready in its current iteration
   // and its key, and per follower and unit the latest iteration reported.
   std::unique_ptr<std::atomic<int>[]> arrived_;

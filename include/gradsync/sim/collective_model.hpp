@@ -104,7 +104,7 @@ struct CollectiveModel {
     CollectiveModel m;
     m.text = std::string(text);
     if ((!has_arg && (name == "ring" || name == "mpi" || name == "nccl")) || name == "gloo") m.kind = Kind::ring;
-    else if (!has_arg && name == "ps") m.kind = Kind::ps;
+    else if ((!has_arg && name == "ps") || name == "dgt") m.kind = Kind::ps;  // dgt: its drops are not modelled
     else if (!has_arg && name == "reduce-broadcast") m.kind = Kind::reduce_broadcast;
     else if (name == "hierarchical" || name == "nccl-hierarchical") {
       m.kind = Kind::hierarchical;
