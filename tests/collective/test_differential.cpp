@@ -236,7 +236,7 @@ TEST_CASE("DGT over real UDP sockets (loopback or this host's address)", "[dgt]"
   CHECK(worst_lost_mass(got, 4) < 1e-3);
 }
 
-TEST_CASE("DGT needs fp32 and a Synchronizer, and says so; its old spelling names the new one", "[dgt]") {
+TEST_CASE("DGT needs fp32 and a Synchronizer, and says so - its old spelling names the new one", "[dgt]") {
   transport::InProcessGroup g(1);
   CHECK_THROWS_WITH(AnySynchronizer(g.rank(0), kLayout, {"fixed:4000", "forward", "qsgd8", "dgt"}),
                     Catch::Contains("collective 'dgt' sends its blocks as raw fp32") &&
