@@ -1,6 +1,6 @@
 // 07: checkpoint and restore. A codec with error feedback (here 1-bit) keeps a residual per unit
 // between iterations, stochastic codecs key their random numbers on the iteration, and DGT's
-// priority learns each block's contribution: a resumed run continues bit-identically only if it
+// collective learns each block's contribution: a resumed run continues bit-identically only if it
 // restores the synchronizer's iteration and state, next to the model's own.
 //
 //   save:    sync.wait_all(); iteration = sync.iteration(); state = sync.state()

@@ -113,8 +113,10 @@ nlohmann::json metrics_json(const TrainConfig& c, const Policies& pol, const Tra
             {"rank0_elements_compressed", st.elements_compressed}, {"rank0_bytes_compressed", st.bytes_compressed},
             {"compressed_parameter_share", st.compressed_share()},
             {"compressed_byte_share", st.compressed_bytes_share()},
-            {"rank0_blocks_important", st.blocks_important}, {"rank0_blocks_best_effort", st.blocks_best_effort},
-            {"rank0_blocks_dropped", st.blocks_dropped}, {"rank0_datagrams_rejected", st.datagrams_rejected}}}};
+            {"rank0_blocks_important", st.counter("blocks important")},
+            {"rank0_blocks_best_effort", st.counter("blocks best-effort")},
+            {"rank0_blocks_dropped", st.counter("blocks dropped")},
+            {"rank0_datagrams_rejected", st.counter("datagrams rejected")}}}};
 }
 
 /// --tune's model profile: a measured one (--tune-profile, written by --profile), else the
@@ -364,9 +366,9 @@ int main(int argc, char** argv) {
       } else if (!tune_profile_path.empty() || app.count("--tune-collectives") || retune_every) {
         throw gradsync::ConfigError("--tune-profile, --tune-collectives and --retune-every go with --tune");
       }
-      if (retune_every && (policies.codec.needs_residual() || policies.priority.classifies()))
+      if (retune_every && (policies.codec.needs_residual() || gradsync::collective::holds_back(policies.collective)))
         throw gradsync::ConfigError("--retune-every replaces the Synchronizer, whose error-feedback residuals (--codec " +
-                                    pol.codec + ", --priority " + pol.priority +
+                                    pol.codec + ", --collective " + pol.collective +
                                     ") belong to its units: use a codec without (fp32, fp16, bf16, qsgd...) and no dgt");
       factory = [&, opt, policies, space, profile](std::size_t r, const Model& model) -> std::unique_ptr<GradientSync> {
         gradsync::transport::Transport& transport = rank_transport(r - c.first_rank);
@@ -384,9 +386,11 @@ int main(int argc, char** argv) {
             if (meter) meter->add(e);
             if (!traced) return;
             std::string name = "unit " + std::to_string(e.unit);
-            if (const auto& b = e.blocks; b.important + b.best_effort > 0)  // DGT: blocks sent each way
-              name += " (" + std::to_string(b.important) + " important, " + std::to_string(b.best_effort) +
-                      " best effort, " + std::to_string(b.dropped) + " dropped)";
+            gradsync::Statistics unit{.counters = e.counters};  // DGT: blocks sent each way
+            if (const auto important = unit.counter("blocks important"), best_effort = unit.counter("blocks best-effort");
+                important + best_effort > 0)
+              name += " (" + std::to_string(important) + " important, " + std::to_string(best_effort) + " best effort, " +
+                      std::to_string(unit.counter("blocks dropped")) + " dropped)";
             trace.span(name, r, Trace::queued, e.ready, e.started);
             trace.span(name, r, Trace::wire, e.started, e.finished);
           };
@@ -437,11 +441,11 @@ int main(int argc, char** argv) {
       std::printf("rank 0: %.2f s blocked in wait_for, %.1f MB sent; %s compressed %.1f%% of parameters, %.1f%% of bytes\n",
                   r.sync_wait_seconds, double(rank0_stats.bytes_sent) / 1e6, pol.codec.c_str(),
                   100 * rank0_stats.compressed_share(), 100 * rank0_stats.compressed_bytes_share());
-    if (const auto& st = rank0_stats; st.blocks_important + st.blocks_best_effort > 0)
+    if (const auto& st = rank0_stats; st.counter("blocks important") + st.counter("blocks best-effort") > 0)
       std::printf("rank 0 (dgt): %llu blocks important, %llu unimportant (best-effort), %llu dropped (kept as residual), "
                   "%llu datagrams rejected\n",
-                  (unsigned long long)st.blocks_important, (unsigned long long)st.blocks_best_effort,
-                  (unsigned long long)st.blocks_dropped, (unsigned long long)st.datagrams_rejected);
+                  (unsigned long long)st.counter("blocks important"), (unsigned long long)st.counter("blocks best-effort"),
+                  (unsigned long long)st.counter("blocks dropped"), (unsigned long long)st.counter("datagrams rejected"));
     if (!metrics.empty()) {
       std::ofstream out(metrics);
       auto j = metrics_json(c, pol, r, rank0_stats);

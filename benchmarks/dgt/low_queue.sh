@@ -35,20 +35,20 @@ IFS=: read -r model width link <<<"$spec"
 [ -x "$trainer" ] || die "no gradsync-train at $trainer (cmake --build build/default --target gradsync-train)"
 mkdir -p "$out" || die "cannot create $out"
 
-# run TAG PRIORITY QUEUE: one run on a fresh topology; the link's class counters into TAG.tc
+# run TAG COLLECTIVE QUEUE: one run on a fresh topology; the link's class counters into TAG.tc
 run() {
   TOPO_DSCP_PRIO=1 TOPO_LOW_QUEUE=$3
   [ "$3" = default ] && TOPO_LOW_QUEUE=
   topo_create 2 || die "cannot create the topology"
   topo_shape all "$link"
   topo_mpirun "$out/$1.log" -np 2 --host "$(topo_hosts)" "$trainer" --model "$model" --width "$width" --batch 32 \
-    --threads 1 --iterations "$iterations" --eval-every 100000 --seed 1 --slicing fixed:40000 --priority "$2" \
-    --collective ps -q --metrics "$out/$1.json" || echo "low_queue: $1 failed (see $out/$1.log)" >&2
+    --threads 1 --iterations "$iterations" --eval-every 100000 --seed 1 --slicing fixed:40000 --priority forward \
+    --collective "$2" -q --metrics "$out/$1.json" || echo "low_queue: $1 failed (see $out/$1.log)" >&2
   tc -n "$(topo_ns 0)" -s class show dev eth0 >"$out/$1.tc"
   topo_destroy
 }
 echo "low_queue: $model x$width at $link, $iterations iterations; results in $out"
-run baseline forward default
+run baseline ps default
 IFS=, read -ra depth <<<"$queues"
 for q in "${depth[@]}"; do
   [[ $q =~ ^[0-9]+$ ]] || die "--queues takes packet counts, got '$q'"

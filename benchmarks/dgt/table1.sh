@@ -32,7 +32,7 @@ usage: table1.sh [options]
   --batch N          per rank (default $batch)
   --inflight N       units in flight per rank, both protocols (default $inflight; the library's is 2)
   --target A         test accuracy whose time is reported (default $target)
-  --dgt SPEC         DGT's priority, e.g. dgt:alpha=0.3:p0=1:block=1024 (the paper's; default $dgt)
+  --dgt SPEC         DGT's collective, e.g. dgt:alpha=0.3:p0=1:block=1024 (the paper's; default $dgt)
   --trainer PATH     gradsync-train built with MPI (default build/default/trainer/gradsync-train)
   --out DIR          results (default build/dgt/<date>-<time>)
   --run-timeout S    end a run after S seconds (default $run_timeout)
@@ -57,7 +57,7 @@ for n in nodes iterations eval_every eval_samples batch inflight run_timeout; do
   [[ ${!n} =~ ^[0-9]+$ && ${!n} -gt 0 ]] || die "--${n//_/-} must be a positive whole number, got '${!n}'"
 done
 [ "$nodes" -ge 2 ] || die "--nodes must be at least 2"
-[[ $dgt == dgt || $dgt == dgt:* ]] || die "--dgt must be a dgt priority spec (dgt[:alpha=A][:p0=P][:block=N]), got '$dgt'"
+[[ $dgt == dgt || $dgt == dgt:* ]] || die "--dgt must be a dgt collective spec (dgt[:alpha=A][:p0=P][:block=N]), got '$dgt'"
 IFS=, read -ra model_list <<<"$models"
 IFS=, read -ra seed_list <<<"$seeds"
 IFS=, read -ra protocol_list <<<"$protocols"
@@ -84,12 +84,12 @@ for spec in "${model_list[@]}"; do
   for seed in "${seed_list[@]}"; do
     for proto in "${protocol_list[@]}"; do
       tag=$model.$proto.s$seed
-      priority=forward && [ $proto = dgt ] && priority=$dgt
+      collective=ps && [ $proto = dgt ] && collective=$dgt
       echo "table1: $tag"
       topo_mpirun "$out/raw/$tag.log" -np "$nodes" --host "$(topo_hosts)" "$trainer" --model "$model" \
         --width "$width" --batch "$batch" --threads 1 --iterations "$iterations" --eval-every "$eval_every" \
         --eval-samples "$eval_samples" --seed "$seed" \
-        --slicing fixed:40000 --priority "$priority" --collective ps --inflight "$inflight" -q --metrics "$out/raw/$tag.json" ||
+        --slicing fixed:40000 --priority forward --collective "$collective" --inflight "$inflight" -q --metrics "$out/raw/$tag.json" ||
         { echo "table1: $tag failed (see $out/raw/$tag.log)" >&2; failed=1; }
     done
   done

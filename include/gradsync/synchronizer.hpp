@@ -30,14 +30,12 @@
 /// \tparam Codec       how a unit is put on the wire (codec::Identity, Qsgd<8>, ...)
 /// \tparam Collective  how a unit is aggregated (collective::Ring, ParameterServer, ...)
 #include <algorithm>
-#include <array>
 #include <atomic>
-#include <cmath>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "codec/bypass.hpp"
 #include "codec/concept.hpp"
 #include "codec/memory.hpp"
 #include "codec/traits.hpp"
@@ -45,12 +43,11 @@
 #include "core/layout.hpp"
 #include "core/options.hpp"
 #include "core/statistics.hpp"
-#include "detail/parse.hpp"
 #include "priority/concept.hpp"
 #include "schedule/control.hpp"
 #include "schedule/executor.hpp"
-#include "schedule/handshake.hpp"
 #include "schedule/leader.hpp"
+#include "schedule/plan.hpp"
 #include "schedule/units.hpp"
 #include "schedule/watchdog.hpp"
 #include "slicing/concept.hpp"
@@ -69,24 +66,22 @@ class Synchronizer {
 
  public:
   /// The policy objects, by name: `{.codec = {.bucket = 1024}, .collective = {.group = 4}}`.
-  struct Policies {
-    Slicing slicing{};
-    Priority priority{};
-    Codec codec{};
-    Collective collective{};
-  };
+  using Policies = schedule::Policies<Slicing, Priority, Codec, Collective>;
 
   Synchronizer(transport::Transport& transport, ModelLayout layout, Options options = {}, Policies policies = {})
-      : user_(transport), opt_(std::move(options)), t_(user_, opt_.timeout), layout_(std::move(layout)),
-        p_(std::move(policies)),
-        table_(layout_, p_.slicing.plan(layout_), fp32_below(), keeps_residuals(), p_.slicing.describe()),
-        leader_(t_, control_, opt_, lane_capacities(), table_),
-        executors_({t_, p_.priority, p_.codec, p_.collective, table_, leader_, control_, stats_, opt_}),
-        watchdog_({user_, t_, control_, &leader_, [this] { return collective::stall(p_.collective); }},
-                  schedule::handshake(t_, hello()), opt_.timeout) {
-    priority::prepare(p_.priority, table_.units());
-    collective::start(p_.collective,
-                      {t_, table_.size(), lane_capacities(), watchdog_.session(), priority::classifies(p_.priority)});
+      : user_(transport), plan_(std::move(layout), std::move(options), std::move(policies), transport.size()),
+        t_(user_, plan_.options.timeout),
+        table_(plan_.layout, plan_.units, plan_.fp32_below, plan_.residuals, plan_.policies.slicing.describe()),
+        leader_(t_, control_, plan_.options, plan_.lane_capacity, table_),
+        executors_({t_, plan_.policies.priority, plan_.policies.codec, plan_.policies.collective, runtime_, table_,
+                    leader_, control_, stats_, plan_.options}),
+        watchdog_({user_, t_, control_, &leader_, [this] { return runtime_ ? runtime_->stall() : transport::Wait{}; }},
+                  schedule::handshake(t_, plan_.hello), plan_.options.timeout) {
+    std::vector<std::size_t> elements;
+    for (const Unit& u : table_.units()) elements.push_back(u.elements);
+    runtime_ = collective::start(plan_.policies.collective, {.transport = t_, .elements = std::move(elements),
+                                                             .lane_capacity = plan_.lane_capacity,
+                                                             .session = watchdog_.session()});
     for (std::size_t i = 0; i < executors_.size(); ++i)
       threads_.emplace_back([this, i] { guarded([this, i] { executors_.run(executors_.slot(i)); }); });
     watchdog_.start();
@@ -108,7 +103,7 @@ class Synchronizer {
     // Let in-flight units finish (peers need this rank for them); the watchdog fails it after the timeout.
     watchdog_.wait([&] { return table_.all_done(); }, "~Synchronizer", 0);
     watchdog_.stop(std::make_exception_ptr(UsageError("gradsync: the synchronizer was destroyed")));
-    collective::stop(p_.collective);
+    runtime_->stop();
     for (auto& th : threads_) th.join();
   }
 
@@ -123,30 +118,21 @@ class Synchronizer {
   void gradient_ready(std::size_t layer, std::span<float> grad) {
     rethrow_if_failed();
     check_layer(layer, "gradient_ready");
-    if (grad.size() != layout_.layer(layer).elements)
+    if (grad.size() != plan_.layout.layer(layer).elements)
       throw UsageError("gradsync: gradient_ready(" + std::to_string(layer) + "): span has " + std::to_string(grad.size()) +
-                       " elements but layer '" + layout_.layer(layer).name + "' has " +
-                       std::to_string(layout_.layer(layer).elements) + " in the ModelLayout");
-    if (t_.device_memory(grad.data()) || codec::device_memory(p_.codec, grad.data())) check_device_layer(layer);
-    if (opt_.check_finite) check_finite(layer, grad);
+                       " elements but layer '" + plan_.layout.layer(layer).name + "' has " +
+                       std::to_string(plan_.layout.layer(layer).elements) + " in the ModelLayout");
+    if (t_.device_memory(grad.data()) || codec::device_memory(plan_.policies.codec, grad.data())) check_device_layer(layer);
+    if (plan_.options.check_finite) check_finite(layer, grad);
     const std::int64_t iter = iteration_.load();
     if (table_.submitted(layer) == iter)
       throw UsageError("gradsync: gradient_ready called twice for layer " + std::to_string(layer) + " ('" +
-                       layout_.layer(layer).name + "') in iteration " + std::to_string(iter) +
+                       plan_.layout.layer(layer).name + "') in iteration " + std::to_string(iter) +
                        "; call finish_iteration() after each backward pass");
     wait_layer(layer, "gradient_ready");  // the previous iteration may still be using the span
-    std::array<std::uint32_t, schedule::Leader::report_units> ready;  // batches of them: no allocation
-    std::size_t n = 0;
-    const auto report = [&] {
-      leader_.ready(std::span(ready).first(n), iter,
-                    [&](std::uint32_t u) { return p_.priority.key(table_.unit(u)); });
-      n = 0;
-    };
-    table_.hand_over(layer, grad, iter, [&](std::uint32_t u) {
-      ready[n++] = u;
-      if (n == ready.size()) report();
-    });
-    report();
+    leader_.ready(
+        iter, [&](std::uint32_t u) { return plan_.policies.priority.key(table_.unit(u)); },
+        [&](const auto& ready) { table_.hand_over(layer, grad, iter, ready); });
   }
 
   /// Blocks until the aggregate of layer `layer`'s latest gradient is in its span (returns at once
@@ -165,7 +151,7 @@ class Synchronizer {
     const std::int64_t iter = iteration_.load();
     std::string missing;
     for (std::size_t i = 0; i < table_.layers() && missing.size() < 200; ++i)
-      if (table_.submitted(i) != iter) missing += (missing.empty() ? "" : ", ") + layout_.layer(i).name;
+      if (table_.submitted(i) != iter) missing += (missing.empty() ? "" : ", ") + plan_.layout.layer(i).name;
     if (!missing.empty())
       throw UsageError("gradsync: finish_iteration(): no gradient_ready in iteration " + std::to_string(iter) +
                        " for layer(s) " + missing + "; every rank must hand over every layer each iteration");
@@ -185,36 +171,35 @@ class Synchronizer {
     watchdog_.fail(std::make_exception_ptr(PeerError("gradsync: " + user_.describe() + " stopped: " + reason)));
   }
 
-  /// Differential transmission (priority::Contribution): this iteration's training loss, before
-  /// the backward pass. Rank 0's loss_t / loss_0 travels with its schedule decisions, so every
-  /// rank classifies alike; on other ranks, and with other priorities, it has no effect.
-  void report_loss(float loss) {
-    if (!(loss > 0.0f) || !std::isfinite(loss)) return;
-    if (!(first_loss_ > 0.0f)) first_loss_ = loss;
-    leader_.loss_ratio(loss / first_loss_);
-  }
+  /// This iteration's training loss, before the backward pass, for a collective that adapts to
+  /// it (collective::Runtime::report_loss); the others ignore it.
+  void report_loss(float loss) { runtime_->report_loss(loss); }
 
-  Statistics stats() const { return stats_.snapshot(); }
+  /// This rank's counters, with the collective's own (Statistics::counters).
+  Statistics stats() const {
+    Statistics s = stats_.snapshot();
+    s.counters = runtime_->counters();
+    return s;
+  }
 
   // Checkpoints: what a resumed run needs to continue bit-identically, per rank. iteration():
   // iterations finished (stochastic codecs key their random numbers on it); state(): the rest,
   // empty when nothing. It holds residuals() — the error-feedback memory of a codec with
-  // needs_residual() (onebit, topk, ef+...) and DGT's dropped blocks, every unit's back to back
-  // in units() order (bypassed ones keep none) — then what the priority learned (DGT: every
-  // block's contribution, then loss_0), so a resumed DGT run classifies blocks as the
-  // interrupted one would have. Read them between iterations, after wait_all(): executors update
-  // both while units are in flight.
+  // needs_residual() (onebit, topk, ef+...) or what a collective holds back (collective::holds_back),
+  // every unit's back to back in units() order (bypassed ones keep none) — then what the
+  // collective learned from the training (collective::Runtime::save_state), so a resumed run
+  // continues as the interrupted one would have. Read them between iterations, after wait_all():
+  // executors update both while units are in flight.
   std::int64_t iteration() const { return iteration_.load(); }
   std::span<const float> residuals() const { return table_.residuals(); }
   std::size_t state_size() const {
-    return table_.residuals().size() + priority::state_size(p_.priority) + (priority::classifies(p_.priority) ? 1 : 0);
+    return table_.residuals().size() + runtime_->state_size();
   }
   std::vector<float> state() const {
     std::vector<float> s(state_size());
     const std::span<float> out(s);
     std::ranges::copy(table_.residuals(), out.begin());
-    priority::save_state(p_.priority, out.subspan(table_.residuals().size(), priority::state_size(p_.priority)));
-    if (priority::classifies(p_.priority)) s.back() = first_loss_;
+    runtime_->save_state(out.subspan(table_.residuals().size()));
     return s;
   }
   /// Puts a new synchronizer (same layout and policies, on every rank) where a saved one was:
@@ -225,14 +210,13 @@ class Synchronizer {
     if (state.size() != state_size())
       throw UsageError("gradsync: restore(): " + std::to_string(state.size()) + " values of state, but " +
                        describe() + " with these units keeps " + std::to_string(state_size()) +
-                       "; restore state saved with the same model, slicing, priority and codec");
+                       "; restore state saved with the same model, slicing, priority, codec and collective");
     for (std::size_t l = 0; l < table_.layers(); ++l)
       if (table_.submitted(l) != -1)
         throw UsageError("gradsync: restore() after gradient_ready; restore a newly constructed synchronizer");
     const std::size_t residuals = table_.residuals().size();
     std::ranges::copy(state.first(residuals), table_.residuals().begin());
-    priority::load_state(p_.priority, state.subspan(residuals, priority::state_size(p_.priority)));
-    if (priority::classifies(p_.priority)) first_loss_ = state.back();
+    runtime_->load_state(state.subspan(residuals));
     iteration_.store(iteration);
   }
 
@@ -241,92 +225,23 @@ class Synchronizer {
   /// aggregates them there over the collectives that touch units only through it ('ring', 'ps',
   /// 'reduce-broadcast', 'hierarchical', 'hybrid'); the NCCL collectives take them over
   /// transport::Nccl. What would read the unit on the host is refused: an error-feedback residual
-  /// (kept on the host), fusion (gathered on the host), a priority that reads units (DGT), and
+  /// (kept on the host), fusion (gathered on the host), a priority that reads units, and
   /// Options::check_finite unless the codec checks on the device.
   std::string device_refusal(std::size_t layer) const {
     check_layer(layer, "device_refusal");
-    constexpr bool device_codec = codec::DeviceCodec<Codec>;
-    if (!collective::accepts_device_memory(p_.collective) && !(device_codec && collective::through_codec(p_.collective)))
-      return "collective '" + collective_text() + "' reads units on the host: use " +
-             (device_codec ? "'ring', 'ps', 'reduce-broadcast', 'hierarchical', 'hybrid' or 'nccl'"
-                           : "'nccl' or 'nccl-hierarchical', or a device codec (cuda::OnDevice) with 'ring' or 'ps'");
-    if (opt_.check_finite && !device_codec) return "Options::check_finite reads it on the host: set it to false";
-    if (p_.codec.needs_residual())
-      return "codec '" + std::string(p_.codec.name()) + "' keeps its error-feedback residual on the host: use one "
-             "without (fp32, fp16, bf16, qsgd)";
-    if (priority::classifies(p_.priority))
-      return "priority '" + std::string(p_.priority.name()) + "' reads units on the host: use 'forward' or 'fifo'";
-    for (const Unit& u : table_.units())
-      for (const Segment& s : u.segments)
-        if (s.layer == layer && u.fused())
-          return "slicing '" + p_.slicing.describe() + "' fuses it with other layers on the host: use 'whole' or 'fixed'";
-    return {};
+    return plan_.device_refusal(layer);
   }
 
   const std::vector<Unit>& units() const { return table_.units(); }
   /// Whether unit u travels as fp32 instead of through the (lossy) codec: it carries only
   /// tensors under the codec's bypass threshold (codec/bypass.hpp).
   bool bypassed(std::size_t u) const { return table_.bypassed(static_cast<std::uint32_t>(u)); }
-  const ModelLayout& layout() const { return layout_; }
+  const ModelLayout& layout() const { return plan_.layout; }
   /// "fixed:40000/forward/qsgd8:bucket=1024/ring": the policies with every knob that differs from
   /// its default, as the handshake compares them.
-  std::string describe() const {
-    return p_.slicing.describe() + "/" + gradsync::detail::describe_policy(p_.priority) + "/" +
-           codec::describe(p_.codec) + "/" + collective_text();
-  }
+  std::string describe() const { return plan_.describe; }
 
  private:
-  /// The collective with its knobs ("hierarchical:2") when it has a describe(), so the handshake
-  /// catches ranks that differ in them.
-  std::string collective_text() const { return gradsync::detail::describe_policy(p_.collective); }
-
-  /// Units carrying only tensors under this many elements go as fp32 (codec/bypass.hpp). Checks
-  /// the policies fit together first.
-  std::size_t fp32_below() const {
-    collective::check_accepts(p_.collective, p_.codec);
-    if (opt_.inflight_units == 0) throw UsageError("gradsync: Options::inflight_units must be at least 1");
-    if (priority::classifies(p_.priority)) {
-      if (!collective::sends_best_effort(p_.collective))
-        throw ConfigError("gradsync: priority '" + std::string(p_.priority.name()) + "' sends unimportant blocks "
-                          "best-effort over the parameter server, not collective '" + collective_text() + "': use 'ps'");
-      if (!p_.codec.lossless())
-        throw ConfigError("gradsync: priority '" + std::string(p_.priority.name()) + "' sends fp32 blocks, not codec '" +
-                          std::string(p_.codec.name()) + "': use 'fp32'");
-    }
-    if (p_.codec.lossless()) return 0;
-    std::vector<std::size_t> sizes;
-    for (const LayerSpec& l : layout_.layers()) sizes.push_back(l.elements);
-    return codec::bypass_threshold(sizes, codec::bypass_below(p_.codec));
-  }
-
-  /// An error-feedback residual per unit: for a codec that keeps one, and for DGT's dropped blocks.
-  bool keeps_residuals() const { return p_.codec.needs_residual() || priority::classifies(p_.priority); }
-
-  /// How many units each priority lane may hold: as many as have its key.
-  std::vector<std::size_t> lane_capacities() const {
-    if (table_.size() >= transport::reserved_tags) throw UsageError("gradsync: too many units; use larger slices");
-    const std::size_t levels = p_.priority.levels(layout_);
-    std::vector<std::size_t> cap(levels, 0);
-    for (std::uint32_t u = 0; u < table_.size(); ++u) {
-      const std::uint32_t k = p_.priority.key(table_.unit(u));
-      if (k >= levels)
-        throw UsageError("gradsync: priority '" + std::string(p_.priority.name()) + "' gave key " + std::to_string(k) +
-                         " but declared only " + std::to_string(levels) + " levels");
-      ++cap[k];
-    }
-    return cap;
-  }
-
-  /// What the ranks compare at construction: the model, the world, and whatever else must agree -
-  /// every policy with its knobs, and the options that change the sums (average) or their order
-  /// and random numbers (inflight_units, seed). credit_bytes is rank 0's alone; timeout and
-  /// check_finite are each rank's own.
-  schedule::HandshakeInfo hello() const {
-    return {layout_.signature(), t_.size(), static_cast<std::uint32_t>(layout_.num_layers()),
-            describe() + "/" + (opt_.average ? "mean" : "sum") + "/inflight=" + std::to_string(opt_.inflight_units) +
-                "/seed=" + std::to_string(opt_.seed)};
-  }
-
   // ---- waiting and failure ----
   void wait_layer(std::size_t layer, const char* who) {
     const bool done = watchdog_.wait([&] { return table_.layer_done(layer); }, who, layer);
@@ -361,32 +276,30 @@ class Synchronizer {
   /// A gradient in GPU memory: everything that would read it on the host is refused by name.
   void check_device_layer(std::size_t layer) const {
     if (const std::string why = device_refusal(layer); !why.empty())
-      throw UsageError("gradsync: gradient_ready(" + std::to_string(layer) + "): layer '" + layout_.layer(layer).name +
+      throw UsageError("gradsync: gradient_ready(" + std::to_string(layer) + "): layer '" + plan_.layout.layer(layer).name +
                        "' is in GPU memory, but " + why + "; or hand over a host copy");
   }
   void check_finite(std::size_t layer, std::span<const float> grad) const {
-    const auto bad = codec::first_non_finite(p_.codec, grad);  // on the device for a device codec's memory
+    const auto bad = codec::first_non_finite(plan_.policies.codec, grad);  // on the device for a device codec's memory
     if (!bad) return;
-    throw UsageError("gradsync: gradient_ready(" + std::to_string(layer) + "): layer '" + layout_.layer(layer).name +
+    throw UsageError("gradsync: gradient_ready(" + std::to_string(layer) + "): layer '" + plan_.layout.layer(layer).name +
                      "' has a non-finite gradient (element " + std::to_string(bad->index) + " is " +
                      std::to_string(bad->value) +
                      "); lower the learning rate, clip gradients, or use loss scaling with Options::check_finite = false");
   }
 
   transport::Transport& user_;  // the caller's transport: abort messages use it even after t_ is cancelled
-  Options opt_;
+  schedule::Plan<Slicing, Priority, Codec, Collective> plan_;  // settled before anything starts
   transport::Cancellable t_;    // every other message: one timeout, and waits that end on failure
-  ModelLayout layout_;
-  Policies p_;
   schedule::Control control_;
   StatisticsRecorder stats_;
   schedule::UnitTable table_;
   schedule::Leader leader_;
+  std::unique_ptr<collective::Runtime> runtime_;  // what the collective keeps for this synchronizer
   schedule::Executors<Priority, Codec, Collective> executors_;
   schedule::Watchdog watchdog_;  // after what it watches: its thread stops before they go
   std::vector<std::thread> threads_;
   std::atomic<std::int64_t> iteration_{0};
-  float first_loss_ = 0.0f;  // report_loss's loss_0 (the caller's thread)
 };
 
 }  // namespace gradsync

@@ -88,8 +88,8 @@ class DistributedOptimizer:
     `model` with gradsync.
 
     Policies, by gradsync-train's names: slicing (whole, fixed[:N], fusion[:BYTES], slicefuse[:N],
-    split[:P[:N]]), priority (forward, fifo, dgt[:...]), codec (fp32, fp16, bf16, qsgd2/4/8/16,
-    onebit, topk, ef+..., with options), collective (ring, ps, reduce-broadcast, hierarchical[:k],
+    split[:P[:N]]), priority (forward, fifo), codec (fp32, fp16, bf16, qsgd2/4/8/16, onebit, topk,
+    ef+..., with options), collective (ring, ps, dgt[:...], reduce-broadcast, hierarchical[:k],
     hybrid[:bytes[:k]], mpi, gloo[:iface]). A bad name raises ConfigError (a ValueError) naming the
     valid ones.
 

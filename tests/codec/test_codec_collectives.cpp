@@ -116,5 +116,5 @@ TEST_CASE("iteration() / residuals() / restore(): a restored synchronizer contin
   gradsync::transport::InProcessGroup solo(1);
   AnySynchronizer fp32(solo.rank(0), testing::uneven_layout(), {"fixed:1000", "forward", "fp32", "ring"});
   CHECK(fp32.residuals().empty());
-  CHECK_THROWS_WITH(fp32.restore(0, std::vector<float>(3)), Catch::Contains("same model, slicing, priority and codec"));
+  CHECK_THROWS_WITH(fp32.restore(0, std::vector<float>(3)), Catch::Contains("same model, slicing, priority, codec and collective"));
 }

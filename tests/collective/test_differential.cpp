@@ -1,4 +1,5 @@
-// DGT's differential transmission (collective/differential.hpp): the parameter server's deadline
+// DGT's differential transmission (collective/differential_ps.hpp, its wire in differential.hpp):
+// the parameter server's deadline
 // with datagrams deliberately lost, the residual bringing dropped gradient mass back, identical
 // replicas, a resume continuing bit-identically, and every kind of bad datagram refused.
 #include <catch2/catch.hpp>
@@ -6,8 +7,7 @@
 #include <cstring>
 #include <deque>
 
-#include <gradsync/collective/differential.hpp>
-#include <gradsync/priority/contribution.hpp>
+#include <gradsync/collective/differential_ps.hpp>
 
 #include "support/memory_channels.hpp"
 #include "support/ranks.hpp"
@@ -17,7 +17,7 @@ using namespace gradsync;
 namespace {
 using testing::MemoryChannels;
 
-using Dgt = Synchronizer<slicing::FixedSlices, priority::Contribution, codec::Identity, collective::ParameterServer>;
+using Dgt = Synchronizer<slicing::FixedSlices, priority::ForwardOrder, codec::Identity, collective::DifferentialPs>;
 const ModelLayout kLayout{{"conv.weight", 9000}, {"conv.bias", 40}, {"fc.weight", 5000}};
 
 float gradient(int rank, std::size_t layer, int iteration, std::size_t i) {
@@ -30,16 +30,20 @@ struct Outcome {
   std::vector<float> state;  // Synchronizer::state() at the end
   std::vector<Unit> units;
   Statistics stats;
+  std::uint64_t important() const { return stats.counter("blocks important"); }
+  std::uint64_t best_effort() const { return stats.counter("blocks best-effort"); }
+  std::uint64_t dropped() const { return stats.counter("blocks dropped"); }
 };
 
 /// Iterations [first, first + iterations) of DGT in sum mode, the loss ratio `final_ratio` after
-/// iteration 0; each rank restores from[rank]'s state first when given.
+/// iteration 0 (a unit classifies with it from iteration 2: rank 0's ratio reaches every rank
+/// with the unit's broadcast); each rank restores from[rank]'s state first when given.
 std::vector<Outcome> run_dgt(int ranks, MemoryChannels* channels, int iterations, float final_ratio, int first = 0,
                              const std::vector<Outcome>* from = nullptr) {
   return testing::run_ranks<Outcome>(ranks, [&](int r, transport::Transport& t) {
-    collective::ParameterServer ps;
-    if (channels) ps.best_effort_channel = [&](transport::Transport& tt) { return channels->channel(tt.rank()); };
-    Dgt sync(t, kLayout, Options{.average = false}, {.slicing = {.max_elements = 4000}, .priority = {.block = 512}, .collective = ps});
+    collective::DifferentialPs dgt{.block = 512};
+    if (channels) dgt.best_effort_channel = [&](transport::Transport& tt) { return channels->channel(tt.rank()); };
+    Dgt sync(t, kLayout, Options{.average = false}, {.slicing = {.max_elements = 4000}, .collective = dgt});
     if (from) sync.restore(first, (*from)[r].state);
     Outcome o;
     for (int it = first; it < first + iterations; ++it) {
@@ -96,15 +100,14 @@ TEST_CASE("DGT over the parameter server: late blocks dropped at the deadline, k
   const auto got = run_dgt(ranks, &lossy, iterations, 0.5f);
   for (int r = 1; r < ranks; ++r) REQUIRE(got[r].aggregates == got[0].aggregates);  // identical replicas
   Statistics all;
-  for (const Outcome& o : got) {
-    all.blocks_important += o.stats.blocks_important;
-    all.blocks_best_effort += o.stats.blocks_best_effort;
-    all.blocks_dropped += o.stats.blocks_dropped;
-  }
-  CAPTURE(ranks, all.blocks_important, all.blocks_best_effort, all.blocks_dropped);
-  REQUIRE(all.blocks_best_effort > 0);  // p fell with the loss: some blocks went best-effort
-  REQUIRE(all.blocks_dropped > 0);      // and some of those were lost
-  REQUIRE(all.blocks_dropped < all.blocks_best_effort);
+  for (const Outcome& o : got) all += o.stats;
+  const std::uint64_t important = all.counter("blocks important"), best_effort = all.counter("blocks best-effort"),
+                      dropped = all.counter("blocks dropped");
+  CAPTURE(ranks, important, best_effort, dropped);
+  REQUIRE(important > 0);
+  REQUIRE(best_effort > 0);  // p fell with the loss: some blocks went best-effort
+  REQUIRE(dropped > 0);      // and some of those were lost
+  REQUIRE(dropped < best_effort);
   const double lost = worst_lost_mass(got, iterations);
   CAPTURE(lost);
   REQUIRE(lost < 1e-4 * ranks * iterations);  // nothing lost for good: the residuals hold it
@@ -117,8 +120,10 @@ TEST_CASE("DGT with no loss on the way equals the reliable parameter server - wi
   MemoryChannels perfect(ranks, [](int, int, int) { return false; });
   const auto got = run_dgt(ranks, &perfect, 3, 0.5f);
   const auto flat = run_dgt(ranks, &perfect, 3, 1.0f);
-  CHECK(flat[0].stats.blocks_best_effort == 0);
-  CHECK(got[0].stats.blocks_dropped == 0);
+  CHECK(flat[0].important() > 0);
+  CHECK(flat[0].best_effort() == 0);
+  CHECK(got[0].best_effort() > 0);
+  CHECK(got[0].dropped() == 0);
   for (int it = 0; it < 3; ++it)
     for (std::size_t l = 0; l < kLayout.num_layers(); ++l)
       for (std::size_t i = 0; i < kLayout.layer(l).elements; ++i) {
@@ -128,24 +133,30 @@ TEST_CASE("DGT with no loss on the way equals the reliable parameter server - wi
       }
 }
 
-// Iteration 0 sends everything (the loss ratio is 1), so iteration 1 starts with empty residuals:
-// with every datagram lost, each element of its aggregate is all ranks' sum (important) or 0 (left
-// out, the server's own share too), never the server's share alone; and the server's broadcast
-// skips what it left out, so every rank sends fewer bytes than with nothing lost.
+// Iterations 0 and 1 send everything (the loss ratio they classify with is 1), so iteration 2
+// starts with empty residuals: with every datagram lost, each element of its aggregate is all
+// ranks' sum (important) or 0 (left out, the server's own share too), never the server's share
+// alone; and the server's broadcast skips what it left out, so every rank sends fewer bytes than
+// with nothing lost.
 TEST_CASE("DGT's aggregate holds every rank's share of a piece or none, and the broadcast skips the rest", "[dgt]") {
   const int ranks = GENERATE(2, 3);
   MemoryChannels lost(ranks, [](int, int, int) { return true; });
   MemoryChannels perfect(ranks, [](int, int, int) { return false; });
-  const auto dropped = run_dgt(ranks, &lost, 2, 0.3f);
-  const auto delivered = run_dgt(ranks, &perfect, 2, 0.3f);
+  const auto dropped = run_dgt(ranks, &lost, 3, 0.3f);
+  const auto delivered = run_dgt(ranks, &perfect, 3, 0.3f);
   std::size_t zeros = 0, sums = 0;
   for (std::size_t l = 0; l < kLayout.num_layers(); ++l)
     for (std::size_t i = 0; i < kLayout.layer(l).elements; ++i) {
       double sum = 0;
-      for (int r = 0; r < ranks; ++r) sum += gradient(r, l, 1, i);
-      const float got = dropped[0].aggregates[1][l][i];
+      for (int r = 0; r < ranks; ++r) sum += gradient(r, l, 2, i);
+      const float got = dropped[0].aggregates[2][l][i];
       CAPTURE(ranks, l, i, sum, got);
-      REQUIRE(delivered[0].aggregates[1][l][i] == Approx(sum).margin(1e-5));
+      REQUIRE(dropped[0].aggregates[1][l][i] == Approx([&] {
+                double s1 = 0;
+                for (int r = 0; r < ranks; ++r) s1 += gradient(r, l, 1, i);
+                return s1;
+              }()).margin(1e-5));  // iteration 1: everything important, nothing dropped
+      REQUIRE(delivered[0].aggregates[2][l][i] == Approx(sum).margin(1e-5));
       if (got == 0.0f) {
         ++zeros;
       } else {
@@ -158,10 +169,10 @@ TEST_CASE("DGT's aggregate holds every rank's share of a piece or none, and the 
   CHECK(sums > 0);
   for (int r = 0; r < ranks; ++r) {
     CAPTURE(r);
-    CHECK(dropped[r].stats.blocks_dropped > 0);
+    CHECK(dropped[r].dropped() > 0);
     CHECK(dropped[r].stats.bytes_sent < delivered[r].stats.bytes_sent);
   }
-  CHECK(worst_lost_mass(dropped, 2) < 1e-4);
+  CHECK(worst_lost_mass(dropped, 3) < 1e-4);
 }
 
 // Half the blocks carry 2.8x the others' mean |g| and p stays at 0.5, so by the gradient alone the
@@ -176,34 +187,37 @@ TEST_CASE("DGT: a block whose drops pile up becomes important - no block waits f
   for (std::size_t l = 0; l < kLayout.num_layers(); ++l)
     for (std::size_t i = 0; i < kLayout.layer(l).elements; ++i) {
       bool delivered = false;
-      for (int it = 1; it < iterations; ++it) delivered = delivered || got[0].aggregates[it][l][i] != 0.0f;
+      for (int it = 2; it < iterations; ++it) delivered = delivered || got[0].aggregates[it][l][i] != 0.0f;
       never += !delivered;
     }
-  CHECK(got[0].stats.blocks_dropped > 0);
+  CHECK(got[0].dropped() > 0);
   CHECK(never == 0);
   CHECK(worst_lost_mass(got, iterations) < 1e-3);
 }
 
-// The priority learns every block's contribution, and p follows loss_t / loss_0: a resumed run
-// classifies as the interrupted one would have only if state() carries both besides the
-// residuals. Every datagram is lost, so what arrives follows the classification alone.
-TEST_CASE("DGT resumed from state() continues bit-identically - contributions and loss_0 restored", "[dgt]") {
+// DGT learns every block's contribution, and p follows loss_t / loss_0, rank 0's ratio reaching
+// each unit with its last broadcast: a resumed run classifies as the interrupted one would have
+// only if state() carries all three besides the residuals. Every datagram is lost, so what
+// arrives follows the classification alone.
+TEST_CASE("DGT resumed from state() continues bit-identically - contributions, ratios and loss_0 restored", "[dgt]") {
   const int ranks = 3;
   MemoryChannels lost(ranks, [](int, int, int) { return true; });
   const auto straight = run_dgt(ranks, &lost, 6, 0.4f);
   const auto half = run_dgt(ranks, &lost, 3, 0.4f);
   const auto resumed = run_dgt(ranks, &lost, 3, 0.4f, 3, &half);
-  const std::size_t residuals = half[0].residuals.size(), blocks = half[0].state.size() - residuals - 1;
+  const std::size_t residuals = half[0].residuals.size(), units = half[0].units.size();
+  const std::size_t blocks = half[0].state.size() - residuals - units - 1;
   REQUIRE(blocks > 0);
   REQUIRE(half[0].state.back() == 2.0f);  // loss_0
+  for (std::size_t u = 0; u < units; ++u) REQUIRE(half[0].state[residuals + blocks + u] == 0.4f);  // rank 0's ratio
   for (int r = 0; r < ranks; ++r) {
     CAPTURE(r);
     for (int it = 0; it < 3; ++it) REQUIRE(resumed[r].aggregates[it] == straight[r].aggregates[3 + it]);
     REQUIRE(resumed[r].state == straight[r].state);
   }
-  CHECK(resumed[0].stats.blocks_dropped > 0);
+  CHECK(resumed[0].dropped() > 0);
 
-  // Restoring only the residuals (the contributions from zero, loss_0 from the first loss seen)
+  // Restoring only the residuals (the contributions and ratios from zero, loss_0 from the first loss seen)
   // changes what is delivered: the check above can fail.
   auto forgot = half;
   for (Outcome& o : forgot) std::fill(o.state.begin() + std::ptrdiff_t(residuals), o.state.end(), 0.0f);
@@ -211,23 +225,52 @@ TEST_CASE("DGT resumed from state() continues bit-identically - contributions an
   CHECK(differs[0].aggregates != resumed[0].aggregates);
 
   transport::InProcessGroup g(1);
-  Dgt other_block(g.rank(0), kLayout, {}, {.slicing = {.max_elements = 4000}, .priority = {.block = 256}});
-  CHECK_THROWS_WITH(other_block.restore(3, half[0].state), Catch::Contains("same model, slicing, priority and codec"));
+  Dgt other_block(g.rank(0), kLayout, {}, {.slicing = {.max_elements = 4000}, .collective = {.block = 256}});
+  CHECK_THROWS_WITH(other_block.restore(3, half[0].state), Catch::Contains("same model, slicing, priority, codec and collective"));
 }
 
 TEST_CASE("DGT over real UDP sockets (loopback or this host's address)", "[dgt]") {
   const auto got = run_dgt(2, nullptr, 4, 0.3f);
   REQUIRE(got[1].aggregates == got[0].aggregates);
-  CHECK(got[0].stats.blocks_best_effort + got[1].stats.blocks_best_effort > 0);
+  CHECK(got[0].best_effort() + got[1].best_effort() > 0);
   CHECK(worst_lost_mass(got, 4) < 1e-3);
 }
 
-TEST_CASE("DGT needs the parameter server and fp32, and says so", "[dgt]") {
+TEST_CASE("DGT needs fp32 and a Synchronizer, and says so - its old spelling names the new one", "[dgt]") {
   transport::InProcessGroup g(1);
-  CHECK_THROWS_WITH(AnySynchronizer(g.rank(0), kLayout, {"fixed:4000", "dgt", "fp32", "ring"}),
-                    Catch::Contains("best-effort over the parameter server") && Catch::Contains("use 'ps'"));
-  CHECK_THROWS_WITH(AnySynchronizer(g.rank(0), kLayout, {"fixed:4000", "dgt", "qsgd8", "ps"}),
-                    Catch::Contains("sends fp32 blocks") && Catch::Contains("use 'fp32'"));
+  CHECK_THROWS_WITH(AnySynchronizer(g.rank(0), kLayout, {"fixed:4000", "forward", "qsgd8", "dgt"}),
+                    Catch::Contains("collective 'dgt' sends its blocks as raw fp32") &&
+                        Catch::Contains("needs a lossless codec (fp32), not 'qsgd8'"));
+  CHECK_THROWS_WITH(AnySynchronizer(g.rank(0), kLayout, {"fixed:4000", "dgt", "fp32", "ps"}),
+                    Catch::Contains("priority 'dgt' is now collective 'dgt'") && Catch::Contains("priority 'forward'"));
+  std::vector<float> data(8, 1.0f);
+  collective::Job job{.data = data};
+  collective::Workspace ws;
+  CHECK_THROWS_WITH(collective::DifferentialPs{}.run(g.rank(0), codec::Identity{}, job, ws),
+                    Catch::Contains("runs under a Synchronizer"));
+}
+
+// The policy is a value: what a run learns lives in the runtime its Synchronizer owns, so a copy
+// made after the run (or a second Synchronizer of the same policies) starts from nothing.
+TEST_CASE("DGT's policy is a value: two synchronizers of one policy learn apart", "[dgt]") {
+  transport::InProcessGroup g(1);
+  const collective::DifferentialPs dgt{.block = 512};
+  Dgt a(g.rank(0), kLayout, {}, {.slicing = {.max_elements = 4000}, .collective = dgt});
+  a.report_loss(2.0f);
+  std::vector<std::vector<float>> grads(kLayout.num_layers());
+  for (std::size_t l = grads.size(); l-- > 0;) {
+    grads[l].assign(kLayout.layer(l).elements, 1.0f);
+    a.gradient_ready(l, grads[l]);
+  }
+  a.finish_iteration();
+  a.wait_all();
+  Dgt b(g.rank(0), kLayout, {}, {.slicing = {.max_elements = 4000}, .collective = dgt});
+  const auto learned = a.state(), fresh = b.state();
+  REQUIRE(learned.size() == fresh.size());
+  CHECK(learned.back() == 2.0f);  // a's loss_0
+  CHECK(fresh.back() == 0.0f);
+  CHECK(std::ranges::all_of(fresh, [](float x) { return x == 0.0f || x == 1.0f; }));  // nothing learned
+  CHECK(learned != fresh);
 }
 
 namespace {

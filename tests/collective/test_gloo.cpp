@@ -54,10 +54,10 @@ TEST_CASE("collective 'gloo': a rank that stops synchronizing is a PeerError, no
       2,
       [&](int r, transport::Transport& t) -> std::string {
         collective::GlooNative gloo("lo");
-        gloo.start({.transport = t});
+        const auto mesh = gloo.start({.transport = t});
         if (r == 1) return "";  // rank 1 connected, then never runs the unit
         std::vector<float> data(1000, 1.0f);
-        collective::Job job{.data = data, .tag = 7};
+        collective::Job job{.data = data, .tag = 7, .runtime = mesh.get()};
         collective::Workspace ws;
         try {
           gloo.run(t, codec::Identity{}, job, ws);

@@ -1,6 +1,6 @@
 #pragma once
 // Test helper: DGT's best-effort channels in memory for the ranks of one test, losing the
-// datagrams a rule picks (transport::BestEffort, what collective::ParameterServer's
+// datagrams a rule picks (transport::BestEffort, what collective::DifferentialPs's
 // best_effort_channel makes). Losing every datagram makes a DGT run deterministic: what arrives
 // then follows the classification alone.
 #include <algorithm>

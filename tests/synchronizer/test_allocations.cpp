@@ -102,11 +102,11 @@ TEST_CASE("the parameter server's steady state does not allocate") {
 // (DatagramRouter's early_), which depends on timing and so is not counted here.
 TEST_CASE("DGT's steady state allocates exactly its per-unit buffers, 6n + 9 per unit") {
   using namespace gradsync;
-  using Sync = Synchronizer<slicing::FixedSlices, priority::Contribution, codec::Identity, collective::ParameterServer>;
+  using Sync = Synchronizer<slicing::FixedSlices, priority::ForwardOrder, codec::Identity, collective::DifferentialPs>;
   const ModelLayout layout = testing::uneven_layout();
   const slicing::FixedSlices slicing{.max_elements = 1000};
   const long units = static_cast<long>(slicing.plan(layout).size()), n = 2;
-  const long counted = steady_state_allocations<Sync>(layout, {.slicing = slicing, .priority = {.block = 256}});
+  const long counted = steady_state_allocations<Sync>(layout, {.slicing = slicing, .collective = {.block = 256}});
   CAPTURE(units);
   REQUIRE(counted == kCounted * units * (6 * n + 9));
 }

@@ -56,7 +56,9 @@ def test_a_model_that_differs_between_ranks(world):
 @pytest.mark.parametrize("family,text,message", [
     ("slicing", "fixed:abc", "unknown or malformed slicing policy 'fixed:abc'; valid: whole, fixed"),
     ("slicing", "auto", "slicing 'auto' is gradsync-train's --tune"),
-    ("priority", "backward", "unknown or malformed priority policy 'backward'; valid: fifo, forward, dgt"),
+    ("priority", "backward", "unknown or malformed priority policy 'backward'; valid: fifo, forward"),
+    ("priority", "dgt", "priority 'dgt' is now collective 'dgt' (differential transmission over the parameter server): "
+                        "use priority 'forward' and collective 'dgt[:alpha=A][:p0=P][:block=N]'"),
     ("codec", "qsgd3", 'codec "qsgd3": unknown codec "qsgd3"; valid: fp32, fp16'),
     ("collective", "rign", "unknown or malformed collective policy 'rign'; valid: ring, ps"),
     ("link", "fast", "unknown or malformed link policy 'fast'"),
@@ -69,9 +71,9 @@ def test_bad_policy_names(world, family, text, message):
 
 def test_policies_that_do_not_fit_together(world):
     net = model()
-    with pytest.raises(gs.ConfigError, match="priority 'dgt' sends unimportant blocks best-effort over the parameter "
-                                             "server, not collective 'ring': use 'ps'"):
-        with gs.DistributedOptimizer(sgd(net.parameters()), net, priority="dgt") as opt:
+    with pytest.raises(gs.ConfigError, match=re.escape("collective 'dgt' sends its blocks as raw fp32 and needs a "
+                                                       "lossless codec (fp32), not 'qsgd8'")):
+        with gs.DistributedOptimizer(sgd(net.parameters()), net, codec="qsgd8", collective="dgt") as opt:
             train(net, opt, batches(world[0], 1))
 
 

@@ -17,7 +17,7 @@ COLLECTIVES = ["ring", "ps", "reduce-broadcast", "hierarchical", "hierarchical:1
                "gloo"]
 CASES = ([dict(slicing=s) for s in SLICING] + [dict(priority=p) for p in PRIORITY] + [dict(codec=c) for c in CODECS] +
          [dict(collective=c) for c in COLLECTIVES] +
-         [dict(priority="dgt", collective="ps"), dict(priority="dgt:alpha=0.5:p0=2:block=64", collective="ps"),
+         [dict(collective="dgt"), dict(collective="dgt:alpha=0.5:p0=2:block=64"),
           dict(codec="qsgd8", collective="hierarchical"), dict(codec="fp16", collective="reduce-broadcast")])
 
 

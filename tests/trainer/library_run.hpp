@@ -12,7 +12,7 @@ struct LibraryRun {
   using Channel = std::function<std::unique_ptr<gradsync::transport::BestEffort>(gradsync::transport::Transport&)>;
   gradsync::transport::InProcessGroup group;
   gradsync::PolicyNames names;
-  Channel best_effort;  ///< when set, collective 'ps' sends DGT's best-effort blocks through it
+  Channel best_effort;  ///< when set, collective 'dgt' sends its best-effort blocks through it
   explicit LibraryRun(int ranks, gradsync::PolicyNames policies) : group(ranks, patience), names(std::move(policies)) {}
   SyncFactory factory() {
     return [this](std::size_t r, const Model& model) -> std::unique_ptr<GradientSync> {
@@ -20,7 +20,7 @@ struct LibraryRun {
       opt.timeout = patience;
       if (!best_effort) return std::make_unique<LibrarySync>(group.rank(int(r)), model, names, opt);
       auto policies = gradsync::AnySynchronizer::parse(names);
-      std::get<gradsync::collective::ParameterServer>(policies.collective.policy).best_effort_channel = best_effort;
+      std::get<gradsync::collective::DifferentialPs>(policies.collective.policy).best_effort_channel = best_effort;
       return std::make_unique<SynchronizerHook<gradsync::AnySynchronizer>>(group.rank(int(r)), model, opt, policies);
     };
   }

@@ -154,12 +154,12 @@ TEST_CASE("A run killed while checkpointing resumes from the newest generation e
     for (const auto& file : {f, sync_state_path(f, 0), sync_state_path(f, 1)}) fs::remove(file);
 }
 
-// DGT's checkpoint carries what its priority learned (every block's contribution, loss_0) with
+// DGT's checkpoint carries what it learned (every block's contribution, the ratios, loss_0) with
 // the residuals of dropped blocks. Every best-effort datagram is lost here, so what arrives
 // follows the classification alone and the runs are deterministic.
 TEST_CASE("Checkpoint + resume with DGT is bit-identical (contributions, loss_0, residuals restored)",
           "[trainer][sync][dgt]") {
-  const gradsync::PolicyNames policies{.slicing = "fixed:300", .priority = "dgt:block=32", .codec = "fp32", .collective = "ps"};
+  const gradsync::PolicyNames policies{.slicing = "fixed:300", .priority = "forward", .codec = "fp32", .collective = "dgt:block=32"};
   testing::MemoryChannels lost(2, [](int, int, int) { return true; });
   const auto run = [&](const TrainConfig& c) {
     LibraryRun dgt(2, policies);
@@ -187,7 +187,7 @@ TEST_CASE("Checkpoint + resume with DGT is bit-identical (contributions, loss_0,
 TEST_CASE("DGT through the trainer: p follows the loss, blocks counted per iteration, it learns", "[trainer][sync][dgt]") {
   TrainConfig c = test::small_resnet_config();
   c.evaluate_every = 8;  // 16 iterations per epoch: one mid-epoch evaluation each
-  LibraryRun dgt(2, {.slicing = "fixed:300", .priority = "dgt:block=32", .codec = "fp32", .collective = "ps"});
+  LibraryRun dgt(2, {.slicing = "fixed:300", .priority = "forward", .codec = "fp32", .collective = "dgt:block=32"});
   const TrainResult r = train(c, dgt.factory());
   CHECK(r.test_accuracy > 0.5);
 

@@ -377,9 +377,9 @@ class RankLoop {
     result_.iteration_seconds.push_back(since(it_start));
     result_.iteration_wait_seconds.push_back(rank_.wait_seconds() - wait_before);
     const Statistics now = rank_.sync().statistics();
-    result_.iteration_blocks.push_back({now.blocks_important - counted_.blocks_important,
-                                        now.blocks_best_effort - counted_.blocks_best_effort,
-                                        now.blocks_dropped - counted_.blocks_dropped});
+    const auto since_last = [&](std::string_view name) { return now.counter(name) - counted_.counter(name); };
+    result_.iteration_blocks.push_back(
+        {since_last("blocks important"), since_last("blocks best-effort"), since_last("blocks dropped")});  // DGT
     counted_ = now;
     loss_sum_ += loss;
     correct_ += double(ok);

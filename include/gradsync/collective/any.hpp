@@ -3,6 +3,7 @@
 ///
 ///   "ring"                 Ring
 ///   "ps"                   ParameterServer
+///   "dgt[:alpha=A][:p0=P][:block=N]"  DifferentialPs (DGT: unimportant blocks best-effort; fp32)
 ///   "reduce-broadcast"     ReduceBroadcast
 ///   "hierarchical[:k]"     Hierarchical with groups of k ranks (default: automatic)
 ///   "hybrid[:bytes[:k]]"   Hybrid: hierarchical below `bytes` (e.g. 256KiB), ring above
@@ -18,6 +19,7 @@
 
 #include "../codec/any.hpp"
 #include "../detail/parse.hpp"
+#include "differential_ps.hpp"
 #include "hierarchical.hpp"
 #include "hybrid.hpp"
 #include "parameter_server.hpp"
@@ -38,7 +40,7 @@
 namespace gradsync::collective {
 
 struct AnyCollective {
-  std::variant<Ring, ParameterServer, ReduceBroadcast, Hierarchical, Hybrid
+  std::variant<Ring, ParameterServer, ReduceBroadcast, Hierarchical, Hybrid, DifferentialPs
 #if defined(GRADSYNC_WITH_MPI)
                ,
                MpiNative
@@ -65,6 +67,7 @@ struct AnyCollective {
       case K::ps: return {ParameterServer{}};
       case K::reduce_broadcast: return {ReduceBroadcast{}};
       case K::hierarchical: return {Hierarchical{.group = s.group}};
+      case K::dgt: return {DifferentialPs::parse(text)};
       case K::hybrid: {
         Hybrid h;
         if (s.threshold_bytes) h.threshold_bytes = *s.threshold_bytes;
@@ -112,17 +115,17 @@ struct AnyCollective {
   bool needs_lossless_codec() const {
     return std::visit([](const auto& p) { return collective::needs_lossless_codec<std::decay_t<decltype(p)>>; }, policy);
   }
-  bool sends_best_effort() const {
-    return std::visit([](const auto& p) { return collective::sends_best_effort(p); }, policy);
+  std::string_view lossless_because() const {
+    return std::visit([](const auto& p) -> std::string_view {
+      if constexpr (requires { p.lossless_because; }) return p.lossless_because;
+      else return "sums fp32 values in a vendor library";
+    }, policy);
   }
-  void start(const Setup& setup) {
-    std::visit([&](auto& p) { collective::start(p, setup); }, policy);
+  bool holds_back() const {
+    return std::visit([](const auto& p) { return collective::holds_back(p); }, policy);
   }
-  void stop() {
-    std::visit([](auto& p) { collective::stop(p); }, policy);
-  }
-  transport::Wait stall() const {
-    return std::visit([](const auto& p) { return collective::stall(p); }, policy);
+  std::unique_ptr<Runtime> start(const Setup& setup) const {
+    return std::visit([&](const auto& p) { return collective::start(p, setup); }, policy);
   }
   bool device_memory() const {
     return std::visit([](const auto& p) { return accepts_device_memory(p); }, policy);
@@ -137,6 +140,7 @@ struct AnyCollective {
     else
       return std::visit([&](const auto& p) { return p.run(t, c, job, ws); }, policy);
   }
+
 };
 GRADSYNC_CHECK_COLLECTIVE(AnyCollective);
 

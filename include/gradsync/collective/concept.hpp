@@ -5,6 +5,7 @@
 #include <chrono>
 #include <concepts>
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -22,8 +23,7 @@
 
 namespace gradsync::collective {
 
-/// What became of a unit's blocks under differential transmission (DGT), on this rank.
-using gradsync::BlockCounts;
+class Runtime;
 
 /// One unit to aggregate.
 struct Job {
@@ -39,50 +39,64 @@ struct Job {
   /// no tags; empty: the caller runs one unit at a time, in the same order on every rank.
   std::optional<std::uint64_t> sequence{};
   std::uint32_t priority = 0;       ///< the unit's priority key (lower is more urgent)
-  /// DGT (priority::ClassifyingPriority): important[j] tells whether block j of `block` elements is
-  /// important; empty: every block is. Unimportant blocks go best-effort (ParameterServer only).
-  std::span<const std::uint8_t> important{};
-  std::uint32_t block = 0;
-  /// DGT, one per block: in, this rank's mean |gradient + residual|; out, the mean over ranks,
-  /// alike on every rank (what the priority learns contributions from).
-  std::span<float> magnitudes{};
-  BlockCounts* blocks = nullptr;    ///< where such a collective reports what became of the blocks
+  /// What the collective's start() made for this synchronizer (its Runtime), or null: the
+  /// collective runs without one (the calling thread does all of its work).
+  Runtime* runtime = nullptr;
 };
 
-/// What a collective that keeps state of its own per synchronizer (the parameter server's thread)
-/// learns when a Synchronizer starts. Such a collective has the optional members
-///   void start(const Setup&);   // once, before the first unit
-///   void stop();                // once, after the last; ends what start began
-///   transport::Wait stall() const;  // the rank a unit waits for on a thread of the collective's
-///                               // own, and since when (whom this rank is stuck on: schedule::Watchdog)
-/// (collective::start / stop / stall call them when present).
+/// What a collective learns when a Synchronizer starts it.
 struct Setup {
   transport::Transport& transport;          ///< the synchronizer's transport (its timeout, its cancellation)
-  std::size_t units = 0;                    ///< units, tagged 0 .. units-1
+  std::vector<std::size_t> elements;        ///< each unit's elements; units are tagged 0 .. elements.size()-1
   std::vector<std::size_t> lane_capacity;   ///< how many units a lane of each priority key may hold
   std::uint64_t session = 0;                ///< the synchronizer's handshake session (stale messages carry another)
-  bool best_effort = false;                 ///< units will come with Job::important (DGT): open a best-effort channel
 };
-/// True for a collective that can send unimportant blocks best-effort (DGT): it declares
-/// `static constexpr bool differential = true` (AnyCollective answers at run time).
+
+/// What a collective keeps per synchronizer besides its knobs: a server thread, a connection,
+/// what it learned from the training. A collective that needs one has the optional member
+///   std::unique_ptr<Runtime> start(const Setup&) const;   // once, before the first unit
+/// and finds it again in Job::runtime (its own type: downcast). The engine owns it, so the
+/// collective stays a value: copies of it never share a thread or a socket.
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+  /// Ends what start began (fails the units it still holds, joins its threads); once, after the last unit.
+  virtual void stop() {}
+  /// The rank a unit waits for on a thread of the runtime's own, and since when (peer -1: none):
+  /// whom this rank is stuck on (schedule::Watchdog).
+  virtual transport::Wait stall() const { return {}; }
+  /// This iteration's training loss, before the backward pass (Synchronizer::report_loss), for a
+  /// collective that adapts to it; the others ignore it.
+  virtual void report_loss(float loss) { (void)loss; }
+  /// Counts of its own work on this rank: summed over units, and of unit `unit`'s latest run
+  /// (read from Options::on_unit, before the unit may run again).
+  virtual std::vector<Counter> counters() const { return {}; }
+  virtual std::vector<Counter> counters(std::uint32_t unit) const {
+    (void)unit;
+    return {};
+  }
+  /// Checkpoints: what it learned from the training, as floats (Synchronizer::state()), so a
+  /// resumed run continues as the interrupted one would have.
+  virtual std::size_t state_size() const { return 0; }
+  virtual void save_state(std::span<float> out) const { (void)out; }
+  virtual void load_state(std::span<const float> in) { (void)in; }
+};
+
+/// Starts `k` for a synchronizer: its runtime, or one that keeps nothing.
 template <class K>
-bool sends_best_effort(const K& k) {
-  if constexpr (requires { k.sends_best_effort(); }) return k.sends_best_effort();
-  else if constexpr (requires { K::differential; }) return bool(K::differential);
+std::unique_ptr<Runtime> start(const K& k, const Setup& setup) {
+  if constexpr (requires { k.start(setup); }) return k.start(setup);
+  else return std::make_unique<Runtime>();
+}
+
+/// True for a collective that holds back parts of a unit for later (blocks dropped on the way) in
+/// Job::ctx.residual: it declares `static constexpr bool holds_back = true` (AnyCollective
+/// answers at run time), and the Synchronizer gives every unit a residual.
+template <class K>
+bool holds_back(const K& k) {
+  if constexpr (requires { k.holds_back(); }) return k.holds_back();
+  else if constexpr (requires { K::holds_back; }) return bool(K::holds_back);
   else return false;
-}
-template <class K>
-void start(K& k, const Setup& setup) {
-  if constexpr (requires { k.start(setup); }) k.start(setup);
-}
-template <class K>
-void stop(K& k) {
-  if constexpr (requires { k.stop(); }) k.stop();
-}
-template <class K>
-transport::Wait stall(const K& k) {
-  if constexpr (requires { k.stall(); }) return k.stall();
-  else return {};
 }
 
 /// Scratch buffers for encoded messages (grown by detail::Wire to each message's wire size) and
@@ -129,13 +143,17 @@ concept Accepts = Collective<K> && codec::Codec<C> &&
                 "needs a lossless codec (codec::Identity); with a compressing codec use "         \
                 "collective::Ring, ReduceBroadcast, Hierarchical or Hybrid")
 
-/// The same check at run time, for policies chosen from strings; throws ConfigError naming both.
+/// The same check at run time, for policies chosen from strings; throws ConfigError naming both
+/// and why (a collective may say its own: `static constexpr std::string_view lossless_because`).
 template <class K, class C>
 void check_accepts(const K& k, const C& c) {
   bool needs = needs_lossless_codec<K>;
   if constexpr (requires { k.needs_lossless_codec(); }) needs = k.needs_lossless_codec();
+  std::string_view because = "sums fp32 values in a vendor library";  // or the collective's own reason
+  if constexpr (requires { K::lossless_because; }) because = K::lossless_because;
+  if constexpr (requires { k.lossless_because(); }) because = k.lossless_because();
   if (needs && !c.lossless())
-    throw ConfigError("gradsync: collective '" + std::string(k.name()) + "' sums fp32 values in a vendor library and "
+    throw ConfigError("gradsync: collective '" + std::string(k.name()) + "' " + std::string(because) + " and "
                       "needs a lossless codec (fp32), not '" + std::string(c.name()) +
                       "'; with a compressing codec use 'ring', 'reduce-broadcast', 'hierarchical' or 'hybrid'");
 }

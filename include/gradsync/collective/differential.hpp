@@ -1,16 +1,7 @@
 #pragma once
-/// Differential transmission (DGT, Zhou et al.) on the parameter server: a unit's important blocks
-/// (priority::Contribution decides which, the same on every rank) go to the unit's server over the
-/// reliable transport; the unimportant ones go best-effort as datagrams of at most 256 elements
-/// (transport::BestEffort, UDP marked low-priority), sent first so the network can favour the
-/// reliable traffic. The server takes every important block and the unimportant pieces that have
-/// arrived by the time the last important push is in — later ones are dropped. Its own unimportant
-/// piece joins the aggregate only where some worker's did, so a piece of the aggregate holds every
-/// rank's share or none: the broadcast (a bitmap per rank of the pieces taken, then only the pieces
-/// that carry anything) shrinks with the push instead of sending the server's share alone in full.
-/// Every rank keeps what was dropped in the unit's residual and sends it again with its next
-/// gradient (the paper simply discards it): nothing is lost for good, and the mean over ranks stays
-/// unbiased over time.
+/// The wire of differential transmission (collective::DifferentialPs, differential_ps.hpp): a
+/// unit's pieces, the datagrams that carry its unimportant ones, the server's router that collects
+/// them, and the server's broadcast.
 ///
 /// A datagram that is corrupt (CRC-32), truncated, duplicated, from a rank that is not a peer,
 /// of another synchronizer (session), for an iteration or unit the server is not collecting, or
@@ -25,7 +16,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <memory>
 #include <span>
 #include <utility>
 #include <vector>
@@ -52,14 +42,14 @@ struct Pieces {
 };
 
 /// The server's broadcast of a DGT unit: `ranks` bitmaps of `row` bytes (bit k of rank w's: the
-/// aggregate took w's unimportant piece k), the block magnitudes (collective::Job::magnitudes, a
-/// float per block), then the aggregate's pieces that are in it, in order: the important ones, and
-/// the unimportant ones the server took (its own bit set: some worker's arrived), which the
-/// server's bitmap tells every rank alike.
+/// aggregate took w's unimportant piece k), the block magnitudes (a float per block, the mean over
+/// ranks), rank 0's loss ratio (a float), then the aggregate's pieces that are in it, in order: the
+/// important ones, and the unimportant ones the server took (its own bit set: some worker's
+/// arrived), which the server's bitmap tells every rank alike.
 struct Broadcast {
   Broadcast(const Pieces& pieces, std::span<const std::uint8_t> important, int ranks)
       : pieces(pieces), important(important), row((pieces.count + 7) / 8), maps(row * static_cast<std::size_t>(ranks)),
-        head(maps + 4 * important.size()) {}
+        head(maps + 4 * important.size() + 4) {}
   static bool bit(const std::byte* map, std::size_t k) { return (static_cast<unsigned>(map[k / 8]) >> (k % 8)) & 1u; }
   /// f(first, last, carried) for every non-empty piece, `carried`: whether the broadcast carries
   /// it, given the server's bitmap.
@@ -78,7 +68,7 @@ struct Broadcast {
   }
   const Pieces& pieces;
   std::span<const std::uint8_t> important;  // per block
-  std::size_t row, maps, head;  // bytes: one bitmap, all bitmaps, bitmaps and magnitudes
+  std::size_t row, maps, head;  // bytes: one bitmap, all bitmaps, bitmaps with magnitudes and ratio
 };
 
 /// What every datagram starts with.
@@ -196,14 +186,6 @@ class DatagramRouter {
   std::vector<std::vector<std::byte>> early_;
   std::vector<std::byte> buffer_;
   std::uint64_t rejected_ = 0;
-};
-
-/// A rank's best-effort state, made by ParameterServer::start: the channel and the router.
-struct BestEffortState {
-  BestEffortState(std::unique_ptr<transport::BestEffort> c, std::uint64_t session, int rank, std::size_t units)
-      : channel(std::move(c)), router(*channel, session, rank, units) {}
-  std::unique_ptr<transport::BestEffort> channel;
-  DatagramRouter router;
 };
 
 }  // namespace gradsync::collective::detail

@@ -115,12 +115,19 @@ struct GlooNative {
   std::string_view name() const { return "gloo"; }
   static constexpr bool needs_lossless_codec = true;  ///< Gloo adds fp32 values
 
-  /// Connects this rank's Gloo pairs (collective::Setup); every rank must start together. They
-  /// close with the synchronizer that holds them. Ignores SIGPIPE unless the program handles it
-  /// (transport/sigpipe.hpp): a peer that stopped fails the all-reduce instead of killing this rank.
-  void start(const Setup& setup) {
+  /// This rank's Gloo pairs, as its Runtime: they close with the synchronizer that holds them.
+  struct Mesh final : Runtime {
+    std::shared_ptr<gloo::Context> context;  // Gloo's options hold it shared
+  };
+
+  /// Connects this rank's Gloo pairs (collective::Setup); every rank must start together. Ignores
+  /// SIGPIPE unless the program handles it (transport/sigpipe.hpp): a peer that stopped fails the
+  /// all-reduce instead of killing this rank.
+  std::unique_ptr<Runtime> start(const Setup& setup) const {
     transport::ignore_sigpipe_if_default();
-    if (setup.transport.size() > 1) mesh_ = std::make_shared<detail::GlooMesh>(setup.transport, iface);
+    auto mesh = std::make_unique<Mesh>();
+    if (setup.transport.size() > 1) mesh->context = std::make_shared<detail::GlooMesh>(setup.transport, iface);
+    return mesh;
   }
 
   template <codec::Codec C>
@@ -128,10 +135,11 @@ struct GlooNative {
     check_accepts(*this, codec);
     const int n = t.size();
     if (n == 1) return 0;  // the unit already is the sum and the mean
-    if (!mesh_)
+    const auto* mesh = dynamic_cast<const Mesh*>(job.runtime);
+    if (!mesh)
       throw UsageError("gradsync: collective 'gloo' ran a unit before start(): a Synchronizer starts it; "
-                       "a caller that runs the collective itself calls collective::start first");
-    gloo::AllreduceOptions opts(mesh_);
+                       "a caller that runs the collective itself passes what start() returned in Job::runtime");
+    gloo::AllreduceOptions opts(mesh->context);
     opts.setOutput(job.data.data(), job.data.size());
     opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, std::size_t)>(&gloo::sum<float>));
     opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
@@ -147,9 +155,6 @@ struct GlooNative {
     detail::finish_mean(job.data, job.average, n);
     return detail::ring_bytes(job.data.size_bytes(), n);  // Gloo's ring
   }
-
- private:
-  std::shared_ptr<gloo::Context> mesh_;
 };
 GRADSYNC_CHECK_COLLECTIVE(GlooNative);
 

@@ -17,7 +17,7 @@
 namespace gradsync::collective {
 
 struct Spec {
-  enum class Kind { ring, ps, reduce_broadcast, hierarchical, hybrid, mpi, gloo, nccl, nccl_hierarchical };
+  enum class Kind { ring, ps, reduce_broadcast, hierarchical, hybrid, mpi, gloo, nccl, nccl_hierarchical, dgt };
   Kind kind = Kind::ring;
   int group = 0;                               ///< hierarchical, hybrid, nccl-hierarchical: ranks per group (0: automatic)
   std::optional<std::size_t> threshold_bytes;  ///< hybrid: fp32 bytes from which the ring is used, if given
@@ -25,8 +25,8 @@ struct Spec {
 
   /// The policy strings parse() takes (its errors and gradsync-train --help list them).
   static constexpr std::string_view grammar =
-      "ring, ps, reduce-broadcast, hierarchical[:k], hybrid[:bytes[:k]], mpi, gloo[:iface], nccl, nccl-hierarchical[:k] "
-      "(k: ranks per group, bytes: e.g. 256KiB)";
+      "ring, ps, reduce-broadcast, hierarchical[:k], hybrid[:bytes[:k]], mpi, gloo[:iface], nccl, nccl-hierarchical[:k], "
+      "dgt[:alpha=A][:p0=P][:block=N] (k: ranks per group, bytes: e.g. 256KiB)";
 
   /// The spec of `text`, or ConfigError naming it and the grammar.
   static Spec parse(std::string_view text) {
@@ -48,6 +48,8 @@ struct Spec {
         s.threshold_bytes = gradsync::detail::parse_size(bytes, "collective", text, grammar);
         if (has_k) s.group = group_of(k);
       }
+    } else if (name == "dgt") {
+      s.kind = Kind::dgt;  // its knobs: DifferentialPs::parse
     } else if (name == "gloo") {
       s.kind = Kind::gloo;
       s.iface = std::string(arg);

@@ -1,18 +1,20 @@
 #pragma once
 /// Statistics a Synchronizer keeps, and the per-unit event it can report (for timelines).
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
+#include <vector>
 
 namespace gradsync {
 
-/// One unit's blocks under differential transmission (DGT, priority::Contribution).
-struct BlockCounts {
-  std::uint64_t important = 0;    ///< blocks classified important (sent reliably)
-  std::uint64_t best_effort = 0;  ///< unimportant blocks (a worker sends them as datagrams, a server holds its own)
-  std::uint64_t dropped = 0;      ///< of those, blocks the aggregate left out (kept in this rank's residual)
-  std::uint64_t rejected = 0;     ///< datagrams this rank's server refused (corrupt, foreign, duplicate, late)
+/// A count a policy keeps of its own work (a collective's, collective::Runtime::counters), by
+/// name: the Synchronizer reports them without knowing what they count.
+struct Counter {
+  std::string_view name;  ///< static text, e.g. "blocks important"
+  std::uint64_t value = 0;
 };
 
 struct Statistics {
@@ -27,11 +29,7 @@ struct Statistics {
   /// tensors under the codec's bypass threshold, codec/bypass.hpp).
   std::uint64_t elements_compressed = 0;
   std::uint64_t bytes_compressed = 0;     ///< of bytes_sent, those of compressed units
-  // Differential transmission (DGT, priority::Contribution), summed over units:
-  std::uint64_t blocks_important = 0;    ///< blocks classified important (sent reliably)
-  std::uint64_t blocks_best_effort = 0;  ///< unimportant blocks (sent as datagrams; a server holds its own)
-  std::uint64_t blocks_dropped = 0;      ///< of those, blocks the aggregate left out (in the residual)
-  std::uint64_t datagrams_rejected = 0;  ///< datagrams this rank's server refused
+  std::vector<Counter> counters;          ///< the policies' own counts, summed over units (collective::Runtime)
 
   /// Adds another synchronizer's counters (one run that replaced its Synchronizer, e.g. retuned).
   Statistics& operator+=(const Statistics& o) {
@@ -44,11 +42,18 @@ struct Statistics {
     elements += o.elements;
     elements_compressed += o.elements_compressed;
     bytes_compressed += o.bytes_compressed;
-    blocks_important += o.blocks_important;
-    blocks_best_effort += o.blocks_best_effort;
-    blocks_dropped += o.blocks_dropped;
-    datagrams_rejected += o.datagrams_rejected;
+    for (const Counter& c : o.counters) {
+      auto same = std::ranges::find(counters, c.name, &Counter::name);
+      if (same == counters.end()) counters.push_back(c);
+      else same->value += c.value;
+    }
     return *this;
+  }
+
+  /// The policies' count named `name`; 0 when none keeps it.
+  std::uint64_t counter(std::string_view name) const {
+    const auto c = std::ranges::find(counters, name, &Counter::name);
+    return c == counters.end() ? 0 : c->value;
   }
 
   double compressed_share() const { return elements ? double(elements_compressed) / double(elements) : 0.0; }
@@ -73,13 +78,6 @@ class StatisticsRecorder {
     add(wire_ns_, wire);
   }
   void iteration() { iterations_.fetch_add(1); }
-  /// A unit's blocks under differential transmission.
-  void blocks(const BlockCounts& b) {
-    blocks_important_.fetch_add(b.important);
-    blocks_best_effort_.fetch_add(b.best_effort);
-    blocks_dropped_.fetch_add(b.dropped);
-    datagrams_rejected_.fetch_add(b.rejected);
-  }
   void exposed_wait(clock::duration d) { add(exposed_wait_ns_, d); }
 
   Statistics snapshot() const {
@@ -93,10 +91,6 @@ class StatisticsRecorder {
     s.elements = elements_.load();
     s.elements_compressed = elements_compressed_.load();
     s.bytes_compressed = bytes_compressed_.load();
-    s.blocks_important = blocks_important_.load();
-    s.blocks_best_effort = blocks_best_effort_.load();
-    s.blocks_dropped = blocks_dropped_.load();
-    s.datagrams_rejected = datagrams_rejected_.load();
     return s;
   }
 
@@ -105,7 +99,7 @@ class StatisticsRecorder {
     acc.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
   }
   std::atomic<std::uint64_t> units_{0}, bytes_sent_{0}, iterations_{0}, elements_{0}, elements_compressed_{0},
-      bytes_compressed_{0}, blocks_important_{0}, blocks_best_effort_{0}, blocks_dropped_{0}, datagrams_rejected_{0};
+      bytes_compressed_{0};
   std::atomic<std::int64_t> queued_ns_{0}, wire_ns_{0}, exposed_wait_ns_{0};
 };
 
@@ -117,7 +111,7 @@ struct UnitEvent {
   std::size_t elements = 0;
   std::size_t bytes_sent = 0;
   clock::time_point ready, started, finished;
-  BlockCounts blocks{};  ///< all zero unless the priority classifies blocks (DGT)
+  std::vector<Counter> counters;  ///< the collective's own counts of this unit (collective::Runtime), often none
 };
 
 }  // namespace gradsync

@@ -7,13 +7,14 @@
 ///
 /// \code
 ///   schedule::Executors<Priority, Codec, Collective> executors(
-///       {transport, priority, codec, collective, table, leader, control, stats, options});
+///       {transport, priority, codec, collective, runtime, table, leader, control, stats, options});
 ///   std::thread th([&] { executors.run(executors.slot(0)); });
 /// \endcode
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -40,6 +41,8 @@ class Executors {
     Priority& priority;
     const Codec& codec;
     const Collective& collective;
+    /// The collective's runtime (collective::start), made before any executor runs.
+    const std::unique_ptr<collective::Runtime>& runtime;
     UnitTable& table;
     Leader& leader;
     Control& control;
@@ -50,8 +53,6 @@ class Executors {
   struct Slot {
     collective::Workspace ws;
     std::vector<float> fused;
-    std::vector<std::uint8_t> important;  // DGT: the unit's block classification
-    std::vector<float> magnitudes;        // DGT: the unit's block magnitudes (collective::Job)
   };
 
   explicit Executors(Parts parts) : p_(parts), slots_(parts.options.inflight_units) {
@@ -113,24 +114,9 @@ class Executors {
     const bool fp32 = p_.table.bypassed(u);
     const codec::EncodeContext ctx{
         .seed = p_.options.seed, .iteration = static_cast<std::uint64_t>(iteration), .unit = u, .residual = p_.table.residual(u)};
-    collective::Job job{data, u, ctx, p_.options.average, sequence, p_.priority.key(unit)};
-    collective::BlockCounts blocks;
-    if constexpr (priority::ClassifyingPriority<Priority>)
-      if (priority::classifies(p_.priority)) {  // from shared information only: alike on every rank
-        p_.priority.classify(u, d.loss_ratio, slot.important);
-        job.important = slot.important;
-        job.block = p_.priority.block_elements();
-        job.blocks = &blocks;
-        blocks.important = static_cast<std::uint64_t>(std::ranges::count(slot.important, 1));
-        slot.magnitudes.resize(slot.important.size());
-        p_.priority.magnitudes(data, ctx.residual, slot.magnitudes);
-        job.magnitudes = slot.magnitudes;
-      }
+    collective::Job job{data, u, ctx, p_.options.average, sequence, d.key, p_.runtime.get()};
     const std::size_t sent = fp32 ? p_.collective.run(p_.t, codec::fp32_of(p_.codec), job, slot.ws)
                                    : p_.collective.run(p_.t, p_.codec, job, slot.ws);
-    if (job.blocks) p_.stats.blocks(blocks);
-    if constexpr (priority::ClassifyingPriority<Priority>)
-      if (job.blocks) p_.priority.observe_blocks(u, slot.magnitudes);
     if (unit.fused()) {
       std::size_t off = 0;
       for (const Segment& g : unit.segments) {
@@ -140,7 +126,8 @@ class Executors {
     }
     const auto finished = clock::now(), ready = p_.table.ready_at(u);
     p_.stats.unit(unit.elements, sent, !fp32 && !p_.codec.lossless(), started - ready, finished - started);
-    if (p_.options.on_unit) p_.options.on_unit({u, iteration, unit.elements, sent, ready, started, finished, blocks});
+    if (p_.options.on_unit)
+      p_.options.on_unit({u, iteration, unit.elements, sent, ready, started, finished, p_.runtime->counters(u)});
   }
 
   Parts p_;

@@ -16,7 +16,7 @@
 ///
 /// \code
 ///   schedule::Leader leader(transport, control, options, lane_capacities, table);
-///   leader.ready(units, iteration, key);         // these units became ready on this rank
+///   leader.ready(iteration, key, [&](auto sink) { table.hand_over(layer, grad, iteration, sink); });
 ///   std::uint64_t seq;
 ///   while (auto d = leader.next(seq)) run(*d);   // each executor thread; nothing once stopping
 ///   control.update([&] { leader.finished(u); }); // its collective is done: frees its credit
@@ -58,7 +58,7 @@ namespace gradsync::schedule {
 struct Decision {
   std::int64_t iteration = 0;
   std::uint32_t unit = 0;
-  float loss_ratio = 1.0f;  ///< rank 0's loss_t / loss_0 when it decided (DGT's share of important blocks)
+  std::uint32_t key = 0;  ///< the unit's priority key when rank 0 decided (collective::Job::priority)
 };
 static_assert(sizeof(Decision) == 16);  // it goes on the wire
 
@@ -96,7 +96,7 @@ class CreditWindow {
 
 class Leader {
  public:
-  /// Units per ready() call, and per readiness message.
+  /// Units per readiness message.
   static constexpr std::size_t report_units = 64;
 
   Leader(transport::Transport& t, Control& control, const Options& options, const std::vector<std::size_t>& lanes,
@@ -110,31 +110,29 @@ class Leader {
     for (std::size_t i = 0; i < table.size() * followers(); ++i) reported_[i].store(-1);
   }
 
-  /// `units` (at most report_units) became ready on this rank in `iteration`; key(u) is unit u's
-  /// priority now. Called on the caller's thread; never waits for a peer.
-  template <class Key>
-  void ready(std::span<const std::uint32_t> units, std::int64_t iteration, Key&& key) {
-    if (units.size() > report_units) throw UsageError("gradsync: Leader::ready takes at most report_units units");
-    if (units.empty()) return;
-    if (leads()) {
-      for (std::uint32_t u : units) {
-        key_[u].store(key(u));
-        arrive(u);
-      }
-    } else {
-      report_message(units, iteration);
-      control_.notify();  // an executor may be waiting for one of them
-    }
-    handed_over_.fetch_add(units.size());
-    handed_over_.notify_all();  // a chooser may sleep until this rank has undecided units
+  /// Takes in the units that become ready on this rank in `iteration`: hand_over(sink) calls
+  /// sink(u) for each; key(u) is unit u's priority now. The other ranks report them to rank 0 in
+  /// messages of up to report_units, without allocating. Called on the caller's thread; never
+  /// waits for a peer.
+  template <class Key, class HandOver>
+  void ready(std::int64_t iteration, Key&& key, HandOver&& hand_over) {
+    std::array<std::uint32_t, report_units> batch;
+    std::size_t n = 0;
+    const auto flush = [&] {
+      take_in(std::span(batch).first(n), iteration, key);
+      n = 0;
+    };
+    hand_over([&](std::uint32_t u) {
+      batch[n++] = u;
+      if (n == batch.size()) flush();
+    });
+    flush();
   }
   /// Unit u's collective finished on this rank; call it inside Control::update (it frees the
   /// unit's credit, and the update wakes a chooser waiting for room).
   void finished(std::uint32_t u) {
     if (leads()) window_.give_back_locked(bytes(u));
   }
-  /// Rank 0's latest loss_t / loss_0, sent with every decision from now on (DGT).
-  void loss_ratio(float ratio) { loss_ratio_.store(ratio); }
   /// The next unit to run, in rank 0's order, for the calling executor; nothing once stopping.
   /// `sequence` receives the decision's index, the same on every rank.
   std::optional<Decision> next(std::uint64_t& sequence) {
@@ -172,6 +170,23 @@ class Leader {
 
  private:
   bool leads() const { return t_.rank() == 0; }
+
+  // `units` became ready on this rank: queued (rank 0), or reported to rank 0 in one message.
+  template <class Key>
+  void take_in(std::span<const std::uint32_t> units, std::int64_t iteration, Key& key) {
+    if (units.empty()) return;
+    if (leads()) {
+      for (std::uint32_t u : units) {
+        key_[u].store(key(u));
+        arrive(u);
+      }
+    } else {
+      report_message(units, iteration);
+      control_.notify();  // an executor may be waiting for one of them
+    }
+    handed_over_.fetch_add(units.size());
+    handed_over_.notify_all();  // a chooser may sleep until this rank has undecided units
+  }
   std::size_t followers() const { return static_cast<std::size_t>(t_.size() - 1); }
   std::size_t bytes(std::uint32_t u) const { return table_.unit(u).elements * sizeof(float); }
   std::atomic<std::int64_t>& reported(int rank, std::uint32_t u) const {
@@ -248,7 +263,7 @@ class Leader {
         continue;
       }
       if (!window_.take(bytes(*u))) return std::nullopt;
-      const Decision d{table_.ready_iteration(*u), *u, loss_ratio_.load()};
+      const Decision d{table_.ready_iteration(*u), *u, key_[*u].load()};
       for (int r = 1; r < t_.size(); ++r) t_.send(r, decision_tag, std::as_bytes(std::span(&d, 1)));
       return d;
     }
@@ -283,7 +298,6 @@ class Leader {
   const UnitTable& table_;
   priority::Lanes lanes_;
   CreditWindow window_;
-  std::atomic<float> loss_ratio_{1.0f};
   // Rank 0's view of readiness: per unit, how many ranks have it ready in its current iteration
   // and its key, and per follower and unit the latest iteration reported.
   std::unique_ptr<std::atomic<int>[]> arrived_;

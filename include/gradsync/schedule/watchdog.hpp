@@ -35,7 +35,7 @@
 /// timeout). A peer's verdict can make it earlier, never later.
 ///
 /// \code
-///   schedule::Watchdog dog({user_transport, cancellable, control, &leader, [&] { return collective::stall(c); }},
+///   schedule::Watchdog dog({user_transport, cancellable, control, &leader, [&] { return runtime->stall(); }},
 ///                          session, options.timeout);
 ///   dog.start();                                                       // once what it watches is ready
 ///   if (!dog.wait([&] { return table.layer_done(l); }, "wait_for", l)) ...;  // the caller's waits
@@ -147,7 +147,7 @@ class Watchdog {
     transport::Cancellable& t;      ///< the synchronizer's transport: its waits; cancelled on failure
     Control& control;               ///< failed (or stopped) on failure
     Leader* leader = nullptr;       ///< its waits for decisions and reports; woken on failure
-    std::function<transport::Wait()> collective{};  ///< a collective's own stalled wait (collective::stall)
+    std::function<transport::Wait()> collective{};  ///< a collective's own stalled wait (collective::Runtime::stall)
   };
 
   /// `session`: the handshake's (schedule/handshake.hpp); a message of another one (left over

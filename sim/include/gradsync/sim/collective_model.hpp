@@ -104,7 +104,7 @@ struct CollectiveModel {
     if (s.threshold_bytes) m.threshold_bytes = *s.threshold_bytes;
     switch (s.kind) {
       case K::ring: case K::mpi: case K::gloo: case K::nccl: m.kind = Kind::ring; break;
-      case K::ps: m.kind = Kind::ps; break;
+      case K::ps: case K::dgt: m.kind = Kind::ps; break;  // dgt: its dropped blocks are not modelled
       case K::reduce_broadcast: m.kind = Kind::reduce_broadcast; break;
       case K::hierarchical: case K::nccl_hierarchical: m.kind = Kind::hierarchical; break;
       case K::hybrid: m.kind = Kind::hybrid; break;

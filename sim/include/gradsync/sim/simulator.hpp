@@ -439,7 +439,6 @@ Result simulate(const Profile& profile, const S& slicing, P priority, const Code
   Result r;
   const ModelLayout layout = profile.layout();
   r.units = slicing.plan(layout);
-  priority::prepare(priority, r.units);
   const std::size_t fp32_below = codec.bypass_threshold(layout);
   r.stage_offset.push_back(0);
   for (std::uint32_t u = 0; u < r.units.size(); ++u) {
