@@ -73,8 +73,8 @@ class Synchronizer {
         t_(user_, plan_.options.timeout),
         table_(plan_.layout, plan_.units, plan_.fp32_below, plan_.residuals, plan_.policies.slicing.describe()),
         leader_(t_, control_, plan_.options, plan_.lane_capacity, table_),
-        executors_({t_, plan_.policies.priority, plan_.policies.codec, plan_.policies.collective, runtime_, table_,
-                    leader_, control_, stats_, plan_.options}),
+        executors_({t_, plan_.policies.priority, plan_.policies.codec, plan_.policies.collective, runtime_,
+                    plan_.layout, table_, leader_, control_, stats_, plan_.options}),
         watchdog_({user_, t_, control_, &leader_, [this] { return runtime_ ? runtime_->stall() : transport::Wait{}; }},
                   schedule::handshake(t_, plan_.hello), plan_.options.timeout) {
     std::vector<std::size_t> elements;
@@ -123,7 +123,6 @@ class Synchronizer {
                        " elements but layer '" + plan_.layout.layer(layer).name + "' has " +
                        std::to_string(plan_.layout.layer(layer).elements) + " in the ModelLayout");
     if (t_.device_memory(grad.data()) || codec::device_memory(plan_.policies.codec, grad.data())) check_device_layer(layer);
-    if (plan_.options.check_finite) check_finite(layer, grad);
     const std::int64_t iter = iteration_.load();
     if (table_.submitted(layer) == iter)
       throw UsageError("gradsync: gradient_ready called twice for layer " + std::to_string(layer) + " ('" +
@@ -278,14 +277,6 @@ class Synchronizer {
     if (const std::string why = device_refusal(layer); !why.empty())
       throw UsageError("gradsync: gradient_ready(" + std::to_string(layer) + "): layer '" + plan_.layout.layer(layer).name +
                        "' is in GPU memory, but " + why + "; or hand over a host copy");
-  }
-  void check_finite(std::size_t layer, std::span<const float> grad) const {
-    const auto bad = codec::first_non_finite(plan_.policies.codec, grad);  // on the device for a device codec's memory
-    if (!bad) return;
-    throw UsageError("gradsync: gradient_ready(" + std::to_string(layer) + "): layer '" + plan_.layout.layer(layer).name +
-                     "' has a non-finite gradient (element " + std::to_string(bad->index) + " is " +
-                     std::to_string(bad->value) +
-                     "); lower the learning rate, clip gradients, or use loss scaling with Options::check_finite = false");
   }
 
   transport::Transport& user_;  // the caller's transport: abort messages use it even after t_ is cancelled

@@ -45,10 +45,10 @@ struct Engine {
   using Executors = schedule::Executors<priority::ForwardOrder, codec::Identity, Recording>;
 
   Engine(transport::Transport& t, const ModelLayout& layout, Options options, Recording collective)
-      : options(std::move(options)), collective(std::move(collective)),
+      : layout(layout), options(std::move(options)), collective(std::move(collective)),
         table(layout, slicing.plan(layout), 0, false, slicing.describe()),
         leader(t, control, this->options, capacities(layout), table),
-        executors({t, priority, codec, this->collective, table, leader, control, stats, this->options}) {}
+        executors({t, priority, codec, this->collective, runtime, layout, table, leader, control, stats, this->options}) {}
   ~Engine() {
     control.stop();
     leader.stop();
@@ -64,13 +64,11 @@ struct Engine {
         }
       });
   }
-  /// gradient_ready's part: the table's hand-over, the ready units reported in batches.
+  /// gradient_ready's part: the table's hand-over, the ready units reported to the leader.
   void hand_over(std::size_t layer, std::span<float> grad, std::int64_t iteration) {
-    std::vector<std::uint32_t> ready;
-    table.hand_over(layer, grad, iteration, [&](std::uint32_t u) { ready.push_back(u); });
-    for (std::size_t i = 0; i < ready.size(); i += schedule::Leader::report_units)
-      leader.ready(std::span(ready).subspan(i, std::min(schedule::Leader::report_units, ready.size() - i)), iteration,
-                   [&](std::uint32_t u) { return priority.key(table.unit(u)); });
+    leader.ready(
+        iteration, [&](std::uint32_t u) { return priority.key(table.unit(u)); },
+        [&](const auto& ready) { table.hand_over(layer, grad, iteration, ready); });
   }
   /// True once every layer is done; false if the executors failed or it took 60 s.
   bool wait_done() { return control.wait_for(60s, [&] { return table.all_done(); }); }
@@ -80,6 +78,7 @@ struct Engine {
     return cap;
   }
 
+  const ModelLayout& layout;
   Options options;
   Recording collective;
   slicing::SliceAndFuse slicing{.slice_elements = 100};  // slices of the large layers, small ones fused
@@ -89,6 +88,7 @@ struct Engine {
   StatisticsRecorder stats;
   schedule::UnitTable table;
   schedule::Leader leader;
+  std::unique_ptr<collective::Runtime> runtime;  // none: Recording starts nothing
   Executors executors;
   std::vector<std::thread> threads;
 };

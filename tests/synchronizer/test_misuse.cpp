@@ -1,6 +1,8 @@
 // Misuse gets a clear exception naming the problem and the fix.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "support/forwarding.hpp"
@@ -51,18 +53,60 @@ TEST_CASE("gradient_ready rejects a span of the wrong size, naming the layer") {
   REQUIRE_THROWS_WITH(sync.gradient_ready(0, v), Catch::Contains("99 elements") && Catch::Contains("'w' has 100"));
 }
 
-TEST_CASE("NaN and Inf gradients are rejected, naming the layer and element") {
+TEST_CASE("a NaN or Inf gradient fails the synchronizer at its next wait, naming the layer and element") {
   transport::InProcessGroup g(1);
-  AnySynchronizer sync(g.rank(0), kLayout);
   std::vector<float> w(100, 1.0f), b(10, 0.5f);
-  w[37] = std::numeric_limits<float>::quiet_NaN();
-  REQUIRE_THROWS_WITH(sync.gradient_ready(0, w), Catch::Contains("'w'") && Catch::Contains("element 37"));
-  b[9] = -std::numeric_limits<float>::infinity();
-  REQUIRE_THROWS_WITH(sync.gradient_ready(1, b), Catch::Contains("element 9 is -inf"));
-  // the check can be turned off for loss scaling, which skips overflowed steps itself
-  AnySynchronizer unchecked(g.rank(0), kLayout, {}, Options{.check_finite = false});
-  REQUIRE_NOTHROW(unchecked.gradient_ready(1, b));
-  unchecked.wait_all();
+  SECTION("a unit of one layer") {
+    AnySynchronizer sync(g.rank(0), kLayout);
+    w[37] = std::numeric_limits<float>::quiet_NaN();
+    sync.gradient_ready(1, b);
+    sync.gradient_ready(0, w);
+    sync.finish_iteration();
+    REQUIRE_THROWS_WITH(sync.wait_for(0), Catch::Contains("layer 'w' has a non-finite gradient (element 37 is nan)") &&
+                                              Catch::Contains("in iteration 0"));
+    REQUIRE_THROWS_AS(sync.gradient_ready(1, b), UsageError);  // failed for good: every later call says so
+  }
+  SECTION("a fused unit: the element of the layer that holds it") {
+    AnySynchronizer sync(g.rank(0), kLayout, {.slicing = "fusion"});
+    REQUIRE(sync.units().size() == 1);
+    b[9] = -std::numeric_limits<float>::infinity();
+    sync.gradient_ready(1, b);
+    sync.gradient_ready(0, w);
+    sync.finish_iteration();
+    REQUIRE_THROWS_WITH(sync.wait_all(), Catch::Contains("layer 'b' has a non-finite gradient (element 9 is -inf)"));
+  }
+  SECTION("the check can be turned off for loss scaling, which skips overflowed steps itself") {
+    AnySynchronizer unchecked(g.rank(0), kLayout, {}, Options{.check_finite = false});
+    b[9] = -std::numeric_limits<float>::infinity();
+    unchecked.gradient_ready(1, b);
+    unchecked.gradient_ready(0, w);
+    unchecked.finish_iteration();
+    REQUIRE_NOTHROW(unchecked.wait_all());
+    CHECK(b[9] == -std::numeric_limits<float>::infinity());
+  }
+}
+
+TEST_CASE("a NaN gradient on one rank stops every rank before any of it is sent") {
+  const auto seen = testing::run_ranks<std::string>(3, [](int r, transport::Transport& t) -> std::string {
+    AnySynchronizer sync(t, kLayout, {}, Options{.timeout = 20s});
+    std::vector<float> w(100, 1.0f), b(10, 0.5f);
+    if (r == 1) w[5] = std::numeric_limits<float>::quiet_NaN();
+    try {
+      sync.gradient_ready(1, b);
+      sync.gradient_ready(0, w);
+      sync.finish_iteration();
+      sync.wait_all();
+      return "no error";
+    } catch (const std::exception& e) {
+      // the other ranks' spans keep their own values: nothing of rank 1's reached them
+      if (r != 1 && std::ranges::any_of(w, [](float x) { return std::isnan(x); })) return "NaN received";
+      return e.what();
+    }
+  });
+  CHECK_THAT(seen[1], Catch::StartsWith("gradsync: layer 'w' has a non-finite gradient (element 5 is nan)"));
+  for (int r : {0, 2}) {
+    CHECK_THAT(seen[r], Catch::Contains("rank 1") && Catch::Contains("layer 'w' has a non-finite gradient"));
+  }
 }
 
 TEST_CASE("layer ids out of range are rejected") {

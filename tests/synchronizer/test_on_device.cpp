@@ -132,8 +132,9 @@ TEST_CASE("a NaN in device memory is found on the device, naming the element") {
   std::vector<float> v(100, 1.0f);
   v[37] = std::numeric_limits<float>::infinity();
   w.upload(v);
-  REQUIRE_THROWS_WITH(sync.gradient_ready(0, w.span()),
-                      Catch::Contains("layer 'w' has a non-finite gradient (element 37 is inf)"));
+  sync.gradient_ready(0, w.span());
+  sync.finish_iteration();
+  REQUIRE_THROWS_WITH(sync.wait_all(), Catch::Contains("layer 'w' has a non-finite gradient (element 37 is inf)"));
 }
 
 namespace {

@@ -22,7 +22,9 @@ struct Options {
   std::uint64_t seed = 0;
   /// How long to wait for a peer (or for a layer's aggregate) before failing with PeerError.
   std::chrono::milliseconds timeout{30'000};
-  /// Reject gradients holding NaN or Inf in gradient_ready (one vectorized pass over the span).
+  /// Fail on a gradient holding NaN or Inf, naming the layer and element, before any of it is sent:
+  /// each unit is checked as its collective starts (where it is read anyway), and every rank stops
+  /// (this one with UsageError, its peers with PeerError naming it) at its next call or wait.
   /// Turn off when a loss scaler deliberately lets overflowed steps through and skips them.
   bool check_finite = true;
   /// Called from an executor thread after each unit (keep it cheap); empty: nothing.

@@ -7,7 +7,7 @@
 ///
 /// \code
 ///   schedule::Executors<Priority, Codec, Collective> executors(
-///       {transport, priority, codec, collective, runtime, table, leader, control, stats, options});
+///       {transport, priority, codec, collective, runtime, layout, table, leader, control, stats, options});
 ///   std::thread th([&] { executors.run(executors.slot(0)); });
 /// \endcode
 #include <algorithm>
@@ -22,6 +22,7 @@
 #include "../codec/identity.hpp"
 #include "../codec/memory.hpp"
 #include "../collective/concept.hpp"
+#include "../core/layout.hpp"
 #include "../core/options.hpp"
 #include "../core/statistics.hpp"
 #include "../priority/concept.hpp"
@@ -43,6 +44,7 @@ class Executors {
     const Collective& collective;
     /// The collective's runtime (collective::start), made before any executor runs.
     const std::unique_ptr<collective::Runtime>& runtime;
+    const ModelLayout& layout;
     UnitTable& table;
     Leader& leader;
     Control& control;
@@ -111,6 +113,7 @@ class Executors {
       std::size_t off = 0;
       for (const Segment& g : unit.segments) off = std::ranges::copy(p_.table.span(g), data.begin() + off).out - data.begin();
     }
+    if (p_.options.check_finite) check_finite(unit, data, iteration);
     const bool fp32 = p_.table.bypassed(u);
     const codec::EncodeContext ctx{
         .seed = p_.options.seed, .iteration = static_cast<std::uint64_t>(iteration), .unit = u, .residual = p_.table.residual(u)};
@@ -128,6 +131,25 @@ class Executors {
     p_.stats.unit(unit.elements, sent, !fp32 && !p_.codec.lossless(), started - ready, finished - started);
     if (p_.options.on_unit)
       p_.options.on_unit({u, iteration, unit.elements, sent, ready, started, finished, p_.runtime->counters(u)});
+  }
+
+  /// Options::check_finite: a NaN or Inf in this rank's gradient fails every rank before any of it
+  /// is sent. Checked here, on the unit the collective is about to read (in cache then), rather
+  /// than in gradient_ready: that was a pass of its own over the whole model on the training thread.
+  void check_finite(const Unit& unit, std::span<const float> data, std::int64_t iteration) const {
+    const auto bad = codec::first_non_finite(p_.codec, data);  // on the device for a device codec's memory
+    if (!bad) return;
+    std::size_t before = 0;  // elements of the unit's earlier segments (a fused unit carries several layers)
+    const Segment* at = &unit.segments.front();
+    for (const Segment& g : unit.segments) {
+      at = &g;
+      if (bad->index < before + g.length) break;
+      before += g.length;
+    }
+    throw UsageError("gradsync: layer '" + p_.layout.layer(at->layer).name + "' has a non-finite gradient (element " +
+                     std::to_string(at->offset + bad->index - before) + " is " + std::to_string(bad->value) +
+                     ") in iteration " + std::to_string(iteration) +
+                     "; lower the learning rate, clip gradients, or use loss scaling with Options::check_finite = false");
   }
 
   Parts p_;
