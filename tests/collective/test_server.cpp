@@ -9,6 +9,7 @@
 #include <array>
 #include <atomic>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -210,14 +211,15 @@ TEST_CASE("ParameterServer with its server threads started gives every rank the 
     return static_cast<float>(rank * 100 + static_cast<int>(unit) * 10 + static_cast<int>(i % 9));
   };
   const auto right = testing::run_ranks<int>(kRanks, [&](int r, transport::Transport& t) {
-    collective::ParameterServer ps;
-    ps.start({.transport = t, .units = kUnits, .lane_capacity = {kUnits}});
+    const collective::ParameterServer ps;
+    const std::unique_ptr<collective::Runtime> serving =
+        ps.start({.transport = t, .elements = std::vector<std::size_t>(kUnits, kElements), .lane_capacity = {kUnits}});
     collective::Workspace ws;
     bool ok = true;
     for (std::uint32_t u = 0; u < kUnits; ++u) {  // each rank serves units u with u % 3 == r
       std::vector<float> data(kElements);
       for (std::size_t i = 0; i < kElements; ++i) data[i] = value(r, u, i);
-      collective::Job job{.data = data, .tag = u, .ctx = {.unit = u}, .average = false};
+      collective::Job job{.data = data, .tag = u, .ctx = {.unit = u}, .average = false, .runtime = serving.get()};
       ps.run(t, codec::Identity{}, job, ws);
       for (std::size_t i = 0; i < kElements; ++i) {
         float want = 0;
@@ -225,7 +227,7 @@ TEST_CASE("ParameterServer with its server threads started gives every rank the 
         ok = ok && data[i] == want;
       }
     }
-    ps.stop();
+    serving->stop();
     return ok ? 1 : 0;
   });
   REQUIRE(right == std::vector<int>(kRanks, 1));

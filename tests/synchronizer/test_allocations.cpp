@@ -90,17 +90,17 @@ TEST_CASE("the parameter server's steady state does not allocate") {
 
 // DGT allocates per unit, every iteration, what this counts (n ranks; the layout's units are each
 // served by one rank and pushed by the n - 1 others):
-//  - every rank's executor, priority::Contribution::classify: the block order and stable_sort's
-//    buffer (2n);
-//  - the serving rank, ParameterServer's DifferentialUnit: `taken` and `stage`, each a prototype
-//    row, the outer vector and a row per rank (2 (n + 2)); `reported`, its row per rank
-//    (n + 1); `pushed`, the push buffer `in`, `dropped_block` (3); the broadcast, made at its
-//    header's size and grown to the aggregate's (2);
-//  - each worker, push_differential's `dropped_block` (n - 1);
-// 6n + 9 in all. With every block important (loss ratio 1, the default p0) no datagram is sent;
+//  - every rank's DifferentialPs::run: the unit's Transfer (its block classification and block
+//    magnitudes: 2n), classify's block order and stable_sort's buffer (2n);
+//  - the serving rank, its DifferentialUnit: `taken` and `stage`, each a prototype row, the outer
+//    vector and a row per rank (2 (n + 2)); `reported`, its row per rank (n + 1); `pushed`, the
+//    push buffer `in`, `dropped_block` (3); the broadcast, made at its header's size and grown to
+//    the aggregate's (2);
+//  - each worker, push's `dropped_block` (n - 1);
+// 8n + 9 in all. With every block important (loss ratio 1, the default p0) no datagram is sent;
 // below it, a datagram that reaches its server before the unit does also allocates one buffer
 // (DatagramRouter's early_), which depends on timing and so is not counted here.
-TEST_CASE("DGT's steady state allocates exactly its per-unit buffers, 6n + 9 per unit") {
+TEST_CASE("DGT's steady state allocates exactly its per-unit buffers, 8n + 9 per unit") {
   using namespace gradsync;
   using Sync = Synchronizer<slicing::FixedSlices, priority::ForwardOrder, codec::Identity, collective::DifferentialPs>;
   const ModelLayout layout = testing::uneven_layout();
@@ -108,5 +108,5 @@ TEST_CASE("DGT's steady state allocates exactly its per-unit buffers, 6n + 9 per
   const long units = static_cast<long>(slicing.plan(layout).size()), n = 2;
   const long counted = steady_state_allocations<Sync>(layout, {.slicing = slicing, .collective = {.block = 256}});
   CAPTURE(units);
-  REQUIRE(counted == kCounted * units * (6 * n + 9));
+  REQUIRE(counted == kCounted * units * (8 * n + 9));
 }
