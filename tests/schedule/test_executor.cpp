@@ -88,7 +88,7 @@ struct Engine {
   StatisticsRecorder stats;
   schedule::UnitTable table;
   schedule::Leader leader;
-  std::unique_ptr<collective::Runtime> runtime;  // none: Recording starts nothing
+  std::unique_ptr<collective::Runtime> runtime = std::make_unique<collective::Runtime>();  // Recording has no start()
   Executors executors;
   std::vector<std::thread> threads;
 };
