@@ -79,8 +79,10 @@ TEST_CASE("cuda::OnDevice: the NaN check runs on the device; what reads units on
   w.upload(v);
   auto refusal = [&](const PolicyNames& names) {
     DeviceSynchronizer sync(g.rank(0), layout, {}, on_device(AnySynchronizer::parse(names)));
-    try {
+    try {  // a refusal throws at once; the NaN when its unit starts, at the next wait
       sync.gradient_ready(0, w.span());
+      sync.finish_iteration();
+      sync.wait_all();
     } catch (const UsageError& e) {
       return std::string(e.what());
     }
