@@ -71,6 +71,27 @@ class Plan {
   /// catches ranks that differ in them.
   std::string collective_text() const { return gradsync::detail::describe_policy(policies.collective); }
 
+  /// Throws UsageError unless `layer` is one of the layout's; `who` names the caller.
+  void check_layer(std::size_t layer, const char* who) const {
+    if (layer >= layout.num_layers())
+      throw UsageError("gradsync: " + std::string(who) + "(" + std::to_string(layer) + "): layer id out of range; the layout has " +
+                       std::to_string(layout.num_layers()) + " layers (0.." + std::to_string(layout.num_layers() - 1) + ")");
+  }
+
+  /// Throws UsageError unless `elements` floats (in GPU memory when `on_device`) may be handed
+  /// over as layer `layer`'s gradient.
+  void check_gradient(std::size_t layer, std::size_t elements, bool on_device) const {
+    check_layer(layer, "gradient_ready");
+    const LayerSpec& spec = layout.layer(layer);
+    if (elements != spec.elements)
+      throw UsageError("gradsync: gradient_ready(" + std::to_string(layer) + "): span has " + std::to_string(elements) +
+                       " elements but layer '" + spec.name + "' has " + std::to_string(spec.elements) + " in the ModelLayout");
+    if (!on_device) return;
+    if (const std::string why = device_refusal(layer); !why.empty())
+      throw UsageError("gradsync: gradient_ready(" + std::to_string(layer) + "): layer '" + spec.name +
+                       "' is in GPU memory, but " + why + "; or hand over a host copy");
+  }
+
   /// Why layer `layer`'s gradient may not be handed over in GPU memory with these policies; empty
   /// when it may (Synchronizer::device_refusal).
   std::string device_refusal(std::size_t layer) const {
