@@ -80,10 +80,13 @@ template <Codec C>
 std::optional<NonFinite> first_non_finite(const C& c, std::span<const float> data) {
   if constexpr (DeviceCodec<C>)
     if (c.device_memory(data.data())) return c.first_non_finite(data);
+  // The largest magnitude's bits: NaN and Inf, exponent all ones, are the only values >= 0x7f800000.
+  // An unsigned max vectorizes (GCC 12 left an OR of comparisons scalar: 6% of a rank's CPU under
+  // P3); the search runs only on failure.
+  std::uint32_t top = 0;
+  for (const float x : data) top = std::max(top, detail::float_bits(x) & 0x7fffffffu);
+  if (top < 0x7f800000u) return std::nullopt;
   const detail::NonFiniteAt bad{data.data()};
-  bool any = false;  // OR-ing a flag keeps the pass branch-free and vectorized; the search only on failure
-  for (std::size_t i = 0; i < data.size(); ++i) any |= bad(i);
-  if (!any) return std::nullopt;
   std::size_t i = 0;
   while (!bad(i)) ++i;
   return NonFinite{i, data[i]};
