@@ -121,14 +121,16 @@ nlohmann::json metrics_json(const TrainConfig& c, const Policies& pol, const Tra
 
 /// --tune's model profile: a measured one (--tune-profile, written by --profile), else the
 /// simulator's estimate for the model when it has one.
+bool has_builtin_profile(const TrainConfig& c) {
+  return c.model.width == 1 && gradsync::sim::builtin_profiles.find(c.model.name) != std::string_view::npos;
+}
 gradsync::sim::Profile tune_profile(const std::string& path, const TrainConfig& c) {
   if (!path.empty()) return gradsync::sim::read_profile(path);
   gradsync::sim::Estimate e;
   e.batch = c.batch;
   e.classes = c.model.classes;
   if (c.model.input.size() == 3) std::ranges::copy(c.model.input, e.input.begin());
-  const std::string_view builtin = gradsync::sim::builtin_profiles;
-  if (c.model.width != 1 || builtin.find(c.model.name) == std::string_view::npos)
+  if (!has_builtin_profile(c))
     throw gradsync::ConfigError("--tune has no built-in profile of " + c.model.name + (c.model.width != 1 ? " at this --width" : "") +
                                 ": write one with --profile FILE (a short run), then give --tune-profile FILE");
   return gradsync::sim::builtin_profile(c.model.name, e);
@@ -190,8 +192,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"library", "local"}))->capture_default_str();
   // Each family's grammar is the one its parse errors list (gradsync::*::Any*::grammar).
   app.add_option("--slicing", pol.slicing,
-                 "Synchronizer slicing policy: " + std::string(gradsync::slicing::AnySlicing::grammar) + "; auto: --tune")
-      ->capture_default_str();
+                 "Synchronizer slicing policy: " + std::string(gradsync::slicing::AnySlicing::grammar) +
+                     "; auto: --tune. Without --slicing: auto under mpirun where --tune can run (vgg11 or resnet20 at "
+                     "width 1, or --tune-profile; no --collective, --inflight or --credit; host builds), else fixed:40000");
   app.add_option("--priority", pol.priority,
                  "Synchronizer priority policy: " + std::string(gradsync::priority::AnyPriority::grammar))
       ->capture_default_str();
@@ -290,6 +293,13 @@ int main(int argc, char** argv) {
       c.progress = c.progress && c.first_rank == 0;
       transports = {&*mpi_world};
     }
+#endif
+#if !defined(GRADSYNC_TRAINER_CUDA)  // (the built-in profiles are host compute)
+    // No --slicing: the choice per link where the tuner can make it. 40,000-element slices cost
+    // more CPU than DDP's buckets on fast links, and coarser units lose on slow ones.
+    if (!app.count("--slicing") && pol.sync == "library" && c.world > 1 && !app.count("--collective") &&
+        !app.count("--inflight") && !app.count("--credit") && (has_builtin_profile(c) || !tune_profile_path.empty()))
+      tune = true;
 #endif
     if (c.first_rank == 0) {
       std::fprintf(stderr, "gradsync-train: %s x%.3g on %s, %zu rank(s)%s x batch %zu, %d thread(s), sync %s",
