@@ -5,6 +5,9 @@
 # and value per kept element). The ddp* policies are PyTorch's DistributedDataParallel (ddp.py)
 # with the communication hook DDP_HOOK names.
 declare -A POLICY_FLAGS=(
+  # gradsync-train as users run it without tuning flags: no --slicing, so under mpirun it tunes
+  # for the link where it can (--slicing auto), else P3's fixed:40000 (--help says when)
+  [default]="--codec fp32"
   [wfbp]="--slicing whole --priority fifo --codec fp32 --collective ring"
   [p3]="--slicing fixed:40000 --priority forward --codec fp32 --collective ring"
   [p3-fp16]="--slicing fixed:40000 --priority forward --codec fp16 --collective ring"
@@ -26,7 +29,7 @@ declare -A POLICY_FLAGS=(
 # ddp-powersgd: powerSGD_hook in one bucket (ddp.py says why and with which settings)
 declare -A DDP_HOOK=([ddp]=none [ddp-fp16]=fp16 [ddp-powersgd]=powersgd)
 # (PowerSGD's bits per element depend on each matrix's shape and rank: "variable", no wire bound)
-declare -A POLICY_BITS=([wfbp]=32 [p3]=32 [p3-fp16]=16 [p3-qsgd8]=8.0625 [ps]=32 [p3-onebit]=2 [p3-topk]=0.64
+declare -A POLICY_BITS=([default]=32 [wfbp]=32 [p3]=32 [p3-fp16]=16 [p3-qsgd8]=8.0625 [ps]=32 [p3-onebit]=2 [p3-topk]=0.64
   [p3-ef-qsgd4]=4.0625 [p3-mpi]=32 [p3-gloo]=32 [wfbp-gloo]=32 [p3-gloo-i8]=32 [ddp]=32 [ddp-fp16]=16
   [ddp-powersgd]=variable)
-ALL_POLICIES=wfbp,p3,p3-fp16,p3-qsgd8,ps,ddp,ddp-fp16 # the default sweep; the others on request (--policies)
+ALL_POLICIES=default,wfbp,p3,p3-fp16,p3-qsgd8,ps,ddp,ddp-fp16 # the default sweep; the others on request (--policies)

@@ -41,7 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 COMPUTE = ["compute", "compute-traffic", "ddp-compute"]  # the compute-only runs, before each model's runs on each link
 NAMES = {"compute": "gradsync compute only", "compute-traffic": "gradsync compute at line-rate traffic",
          "ddp-compute": "DDP compute only"}
-GRADSYNC_ORDER = ["wfbp", "p3", "p3-fp16", "p3-qsgd8", "p3-ef-qsgd4", "p3-onebit", "p3-topk", "ps", "p3-mpi", "p3-gloo",
+GRADSYNC_ORDER = ["default", "wfbp", "p3", "p3-fp16", "p3-qsgd8", "p3-ef-qsgd4", "p3-onebit", "p3-topk", "ps", "p3-mpi", "p3-gloo",
                   "wfbp-gloo", "p3-gloo-i8"]
 DDP_ORDER = ["ddp", "ddp-fp16", "ddp-powersgd"]
 POLICY_ORDER = COMPUTE + GRADSYNC_ORDER + DDP_ORDER
