@@ -119,11 +119,13 @@ nlohmann::json metrics_json(const TrainConfig& c, const Policies& pol, const Tra
             {"rank0_datagrams_rejected", st.counter("datagrams rejected")}}}};
 }
 
-/// --tune's model profile: a measured one (--tune-profile, written by --profile), else the
-/// simulator's estimate for the model when it has one.
+/// Whether the simulator has a built-in profile of this model (width 1 only).
 bool has_builtin_profile(const TrainConfig& c) {
   return c.model.width == 1 && gradsync::sim::builtin_profiles.find(c.model.name) != std::string_view::npos;
 }
+
+/// --tune's model profile: a measured one (--tune-profile, written by --profile), else the
+/// simulator's estimate for the model when it has one.
 gradsync::sim::Profile tune_profile(const std::string& path, const TrainConfig& c) {
   if (!path.empty()) return gradsync::sim::read_profile(path);
   gradsync::sim::Estimate e;
