@@ -5,8 +5,11 @@
 // libblas.so.3 is installed and only OpenBLAS (libopenblas0-pthread) makes it a fair peer:
 // run.sh installs that first. Without PyTorch the trainer's figures are still printed.
 //
-//   trainer_vs_pytorch [--batch 32] [--threads 1,2] [--reps 10] [--models resnet20,vgg11,alexnet-bn,lstm]
-//                      [--python /usr/bin/python3]
+// The machine's speed drifts for seconds at a time (the same run 40% apart minutes later), so both
+// sides alternate for `rounds` rounds and each keeps its best: both see the slow and the fast spells.
+//
+//   trainer_vs_pytorch [--batch 32] [--threads 1,2] [--reps 10] [--rounds 3]
+//                      [--models resnet20,vgg11,alexnet-bn,lstm] [--python /usr/bin/python3]
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -40,6 +43,15 @@ double cpu_seconds() {
 struct Timing {
   double wall = 0, cpu = 0;
 };
+using Times = std::map<std::pair<std::string, int>, Timing>;  // (model, threads) -> best seconds
+
+// Keeps the better of each figure of `from` in `into`.
+void keep_best(Times& into, const Times& from) {
+  for (const auto& [key, t] : from) {
+    auto [it, fresh] = into.try_emplace(key, t);
+    if (!fresh) it->second = {std::min(it->second.wall, t.wall), std::min(it->second.cpu, t.cpu)};
+  }
+}
 
 // Best seconds of one forward + loss + backward over `reps`, after two warm-up iterations.
 Timing time_trainer(const std::string& name, std::size_t batch, int reps) {
@@ -69,7 +81,7 @@ Timing time_trainer(const std::string& name, std::size_t batch, int reps) {
 
 struct Torch {
   std::string blas = "unknown", blas_rate = "-";       // the library torch loaded, 1-thread GFLOP/s
-  std::map<std::pair<std::string, int>, Timing> times;  // (model, threads) -> best seconds
+  Times times;
 };
 
 // Runs the PyTorch script ("blas LIB GFLOPS" then "name threads wall cpu" lines).
@@ -108,13 +120,14 @@ std::vector<std::string> split(const std::string& list) {
 
 int main(int argc, char** argv) {
   std::size_t batch = 32;
-  int reps = 10;
+  int reps = 10, rounds = 3;
   std::string models = "resnet20,vgg11,alexnet-bn,lstm", threads = "1,2", python = "/usr/bin/python3";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--batch") batch = std::stoul(v);
     else if (k == "--threads") threads = v;
     else if (k == "--reps") reps = std::stoi(v);
+    else if (k == "--rounds") rounds = std::max(1, std::stoi(v));
     else if (k == "--models") models = v;
     else if (k == "--python") python = v;
     else {
@@ -125,14 +138,22 @@ int main(int argc, char** argv) {
   const std::vector<std::string> names = split(models);
   std::vector<int> counts;
   for (const auto& t : split(threads)) counts.push_back(std::stoi(t));
-  std::map<std::pair<std::string, int>, Timing> ours;
-  for (int t : counts) {
-    backend::set_threads(t);
-    for (const auto& n : names) ours[{n, t}] = time_trainer(n, batch, reps);
+  Times ours;
+  Torch torch;
+  for (int round = 0; round < rounds; ++round) {
+    Times mine;
+    for (int t : counts) {
+      backend::set_threads(t);
+      for (const auto& n : names) mine[{n, t}] = time_trainer(n, batch, reps);
+    }
+    keep_best(ours, mine);
+    Torch theirs = time_pytorch(python, models, batch, threads, reps);
+    keep_best(torch.times, theirs.times);
+    torch.blas = theirs.blas;
+    torch.blas_rate = theirs.blas_rate;
   }
-  const Torch torch = time_pytorch(python, models, batch, threads, reps);
-  std::printf("forward+backward per batch: 1x28x28, batch %zu, best of %d (seconds); ratio = ours / PyTorch\n", batch,
-              reps);
+  std::printf("forward+backward per batch: 1x28x28, batch %zu, best of %d x %d rounds, alternating (seconds); ratio = "
+              "ours / PyTorch\n", batch, reps, rounds);
   const bool openblas = torch.blas.find("openblas") != std::string::npos;
   std::printf("PyTorch's BLAS: %s, %s GFLOP/s at 1 thread%s\n", torch.blas.c_str(), torch.blas_rate.c_str(),
               openblas ? "" : "  (NOT OpenBLAS: install libopenblas0-pthread (run.sh does); the peer is handicapped)");
