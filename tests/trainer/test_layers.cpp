@@ -1,7 +1,9 @@
 // Finite-difference gradient checks for every layer type, plus the hook order contract.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
+#include <vector>
 
 #include "layer_checks.hpp"
 #include "gradsync/trainer/kernels.hpp"
@@ -80,10 +82,11 @@ TEST_CASE("im2col/col2im: the device's element forms give the host's row forms' 
   }
 }
 
-// MaxPool2d's backward gathers each input's gradient over the windows covering it (one element per
-// device thread): the same bits as adding dy into the argmax in output order, with overlapping
-// windows (3x3 stride 2) and ties (equal values: the first in window order wins).
-TEST_CASE("MaxPool2d backward: the gather gives a scatter's bits", "[trainer][twin]") {
+// MaxPool2d's backward scatters on the host (row form) and gathers each input's gradient over the
+// windows covering it on a device (element form): both the bits of adding dy into the argmax in
+// output order, with overlapping windows (3x3 stride 2) and ties (equal values: the first in window
+// order wins).
+TEST_CASE("MaxPool2d backward: the host's scatter and the device's gather give the reference's bits", "[trainer][twin]") {
   for (auto [k, s, p] : {std::tuple{3, 2, 1}, std::tuple{2, 2, 0}, std::tuple{3, 1, 1}}) {
     CAPTURE(k, s, p);
     const std::size_t n = 2, c = 2, h = 7, w = 6, oh = (h + 2 * p - k) / s + 1, ow = (w + 2 * p - k) / s + 1;
@@ -109,8 +112,101 @@ TEST_CASE("MaxPool2d backward: the gather gives a scatter's bits", "[trainer][tw
         REQUIRE(y[plane * oh * ow + o] == x[plane * h * w + arg]);
         want[plane * h * w + arg] += dy[plane * oh * ow + o];
       }
-    CHECK(std::memcmp(dx.data(), want.data(), dx.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(dx.data(), want.data(), dx.size() * sizeof(float)) == 0);  // the host's row form
+
+    // The element form, on the arg-max indices the forward pass kept.
+    std::vector<std::uint32_t> args(n * c * oh * ow);
+    Tensor fwd_y(y.shape());
+    const kernels::MaxPoolForward fwd{x.data(), fwd_y.data(), args.data(), h, w, std::size_t(k), std::size_t(s), std::size_t(p), oh, ow};
+    for (std::size_t i = 0; i < n * c * oh * ow; ++i) gradsync::trainer::detail::ElementOf<kernels::MaxPoolForward>{fwd, oh * ow}(i);
+    CHECK(std::memcmp(fwd_y.data(), y.data(), y.size() * sizeof(float)) == 0);
+    Tensor gathered({n, c, h, w}, 7.0f);
+    const kernels::MaxPoolBackward bwd{dy.data(), args.data(), gathered.data(), w, std::size_t(k), std::size_t(s),
+                                       std::size_t(p), oh, ow, h * w};
+    for (std::size_t i = 0; i < n * c * h * w; ++i) gradsync::trainer::detail::ElementOf<kernels::MaxPoolBackward>{bwd, h * w}(i);
+    CHECK(std::memcmp(gathered.data(), want.data(), want.size() * sizeof(float)) == 0);
   }
+}
+
+// Batch norm's host row forms load a plane's per-channel values once; the device's element forms
+// read them per element: the same arithmetic, so the same bits.
+TEST_CASE("BatchNorm2d kernels: the host's row forms give the element forms' bits", "[trainer][twin]") {
+  const std::size_t n = 3, c = 4, s = 37, planes = n * c;
+  const Tensor x = random_tensor({n, c, s}, 41), dy = random_tensor({n, c, s}, 42), xhat = random_tensor({n, c, s}, 43);
+  const Tensor mean = random_tensor({c}, 44), inv_std = random_tensor({c}, 45, 0.5f, 2.0f), gamma = random_tensor({c}, 46),
+               beta = random_tensor({c}, 47), dgamma = random_tensor({c}, 48), dbeta = random_tensor({c}, 49);
+  {
+    Tensor h_row({n, c, s}, 7.0f), y_row({n, c, s}, 7.0f), h_el({n, c, s}, 7.0f), y_el({n, c, s}, 7.0f);
+    const kernels::BnNormalize row{x.data(), mean.data(), inv_std.data(), gamma.data(), beta.data(), h_row.data(), y_row.data(), c, s};
+    const kernels::BnNormalize el{x.data(), mean.data(), inv_std.data(), gamma.data(), beta.data(), h_el.data(), y_el.data(), c, s};
+    for (std::size_t r = 0; r < planes; ++r) gradsync::trainer::detail::RowLoop<kernels::BnNormalize>{row, s}(r);
+    for (std::size_t i = 0; i < planes * s; ++i) gradsync::trainer::detail::ElementOf<kernels::BnNormalize>{el, s}(i);
+    CHECK(std::memcmp(h_row.data(), h_el.data(), h_el.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(y_row.data(), y_el.data(), y_el.size() * sizeof(float)) == 0);
+    CHECK(h_row[s + 5] == (x[s + 5] - mean[1]) * inv_std[1]);  // plane 1 is channel 1
+  }
+  {
+    Tensor row_dx({n, c, s}, 7.0f), el_dx({n, c, s}, 7.0f);
+    const float inv_m = 1.0f / float(n * s);
+    const kernels::BnInputGrad row{dy.data(), xhat.data(), gamma.data(), inv_std.data(), dgamma.data(), dbeta.data(), row_dx.data(), c, s, inv_m};
+    const kernels::BnInputGrad el{dy.data(), xhat.data(), gamma.data(), inv_std.data(), dgamma.data(), dbeta.data(), el_dx.data(), c, s, inv_m};
+    for (std::size_t r = 0; r < planes; ++r) gradsync::trainer::detail::RowLoop<kernels::BnInputGrad>{row, s}(r);
+    for (std::size_t i = 0; i < planes * s; ++i) gradsync::trainer::detail::ElementOf<kernels::BnInputGrad>{el, s}(i);
+    CHECK(std::memcmp(row_dx.data(), el_dx.data(), el_dx.size() * sizeof(float)) == 0);
+  }
+}
+
+// Per-plane moments combined per channel (Chan et al.) against a two-pass variance in double, on
+// values whose mean is 10^5 times their spread (a one-pass sum of squares in float cancels to noise)
+// and whose planes' means differ.
+TEST_CASE("BatchNorm2d statistics: per-plane moments combine to the channel's mean and variance", "[trainer]") {
+  const std::size_t n = 5, c = 3, s = 29;
+  Tensor x = random_tensor({n, c, s}, 55);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t ch = 0; ch < c; ++ch)
+      for (std::size_t j = 0; j < s; ++j) x[(i * c + ch) * s + j] = 1000.0f + 0.002f * float(i) + 0.01f * x[(i * c + ch) * s + j];
+  std::vector<float> sum(n * c), m2(n * c), mean(c), var(c);
+  for (std::size_t plane = 0; plane < n * c; ++plane) kernels::PlaneMoments{x.data(), sum.data(), m2.data(), s}(plane);
+  for (std::size_t ch = 0; ch < c; ++ch) kernels::ChannelMoments{sum.data(), m2.data(), mean.data(), var.data(), n, c, s}(ch);
+  for (std::size_t ch = 0; ch < c; ++ch) {
+    double m = 0.0, v = 0.0;
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < s; ++j) m += x[(i * c + ch) * s + j];
+    m /= double(n * s);
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < s; ++j) v += (x[(i * c + ch) * s + j] - m) * (x[(i * c + ch) * s + j] - m);
+    v /= double(n * s);
+    CHECK(mean[ch] == Approx(m).epsilon(1e-6));
+    CHECK(var[ch] == Approx(v).epsilon(1e-3));
+  }
+}
+
+// The LSTM cell's host row forms take the activations from Eigen's vectorized logistic and tanh, the
+// element forms (a device's) from libm: a few ulp apart, never more.
+TEST_CASE("LSTM cell: the host's row forms agree with the element forms", "[trainer][twin]") {
+  const std::size_t n = 3, hidden = 37;
+  const Tensor pre = random_tensor({n, 4 * hidden}, 51, -9.0f, 9.0f), c_prev = random_tensor({n, hidden}, 52, -3.0f, 3.0f);
+  Tensor a_row = pre, a_el = pre, c_row({n, hidden}), c_el({n, hidden}), h_row({n, hidden}), h_el({n, hidden});
+  const kernels::LstmCellForward row{a_row.data(), c_prev.data(), c_row.data(), h_row.data(), hidden};
+  const kernels::LstmCellForward el{a_el.data(), c_prev.data(), c_el.data(), h_el.data(), hidden};
+  for (std::size_t r = 0; r < n; ++r) row(r);
+  for (std::size_t i = 0; i < n * hidden; ++i) gradsync::trainer::detail::ElementOf<kernels::LstmCellForward>{el, hidden}(i);
+  auto close = [](const Tensor& a, const Tensor& b) {
+    for (std::size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == Approx(b[i]).margin(2e-6).epsilon(4e-6));
+  };
+  close(a_row, a_el);
+  close(c_row, c_el);
+  close(h_row, h_el);
+  CHECK(a_row[0] == Approx(1.0f / (1.0f + std::exp(-pre[0]))).epsilon(1e-6));
+
+  const Tensor dh = random_tensor({n, hidden}, 53), dc_next = random_tensor({n, hidden}, 54);
+  Tensor dc_row = dc_next, dc_el = dc_next, da_row({n, 4 * hidden}), da_el({n, 4 * hidden});
+  const kernels::LstmCellBackward brow{a_el.data(), c_prev.data(), c_el.data(), dh.data(), dc_row.data(), da_row.data(), hidden};
+  const kernels::LstmCellBackward bel{a_el.data(), c_prev.data(), c_el.data(), dh.data(), dc_el.data(), da_el.data(), hidden};
+  for (std::size_t r = 0; r < n; ++r) brow(r);
+  for (std::size_t i = 0; i < n * hidden; ++i) gradsync::trainer::detail::ElementOf<kernels::LstmCellBackward>{bel, hidden}(i);
+  close(da_row, da_el);
+  close(dc_row, dc_el);
 }
 
 TEST_CASE("BatchNorm2d gradients in train mode", "[trainer][gradcheck]") { test::check_batchnorm_gradients(); }

@@ -130,9 +130,9 @@ Tensor Conv2d::backward(const Tensor& dy, Context& ctx) {
     backend::for_each_2d(nb * in_, h * w, kernels::Col2im{col_.data(), dx.data() + b0 * in_ * h * w, in_, h, w, k_,
                                                           stride_, pad_, oh, ow, nb * s});
   };
-  if (has_bias_) {  // per-plane partial sums, then per channel (kernels.hpp PlaneTerm)
+  if (has_bias_) {  // per-plane partial sums, then per channel (kernels.hpp PlaneSum)
     Tensor partial({n * out_});
-    backend::reduce_rows(n * out_, s, kernels::PlaneTerm{dy.data(), nullptr, out_, s, false}, partial.data());
+    backend::reduce_rows(n * out_, s, kernels::PlaneSum{dy.data(), s}, partial.data());
     backend::reduce_rows(out_, n, kernels::ChannelPartial{partial.data(), out_}, bias.grad.data());
   }
   Tensor dx(input_.shape());

@@ -54,7 +54,7 @@ Tensor GlobalAvgPool::do_forward(const Tensor& x, Context& ctx) {
   if (ctx.training) in_shape_ = x.shape();  // backward's state: not in eval mode
   Tensor y({x.dim(0), x.dim(1)});
   const std::size_t s = x.dim(2) * x.dim(3);
-  backend::reduce_rows(y.size(), s, kernels::PlaneTerm{x.data(), nullptr, 1, s, false}, y.data(), 1.0 / double(s));
+  backend::reduce_rows(y.size(), s, kernels::PlaneSum{x.data(), s}, y.data(), 1.0 / double(s));
   return y;
 }
 Tensor GlobalAvgPool::backward(const Tensor& dy, Context&) {
@@ -184,8 +184,12 @@ Tensor Residual::do_forward(const Tensor& x, Context& ctx) {
   return a;
 }
 Tensor Residual::backward(const Tensor& dy, Context& ctx) {
-  Tensor d = dy;
-  if (relu_) backend::for_each(d.size(), kernels::ReluBackward{output_.data(), dy.data(), d.data()});
+  Tensor masked;  // dy through the ReLU
+  if (relu_) {
+    masked = Tensor(dy.shape());
+    backend::for_each(dy.size(), kernels::ReluBackward{output_.data(), dy.data(), masked.data()});
+  }
+  const Tensor& d = relu_ ? masked : dy;
   // Reverse of forward: the shortcut's gradients first, then the main path's.
   Tensor dx = shortcut_ ? shortcut_->backward(d, ctx) : d;
   Tensor dmain = main_->backward(d, ctx);

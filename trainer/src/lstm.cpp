@@ -37,8 +37,7 @@ Tensor LSTM::do_forward(const Tensor& x, Context& ctx) {
     const float* h_prev = hidden_.data() + s * n * h_;
     backend::gemm(false, true, n, g4, h_, 1.0f, h_prev, h_, w_hh.value.data(), h_, 1.0f, a, g4);
     float* h = hidden_.data() + (s + 1) * n * h_;
-    backend::for_each(n * h_, kernels::LstmCellForward{a, cells_.data() + s * n * h_, cells_.data() + (s + 1) * n * h_, h, h_},
-                      32);
+    backend::for_each_2d(n, h_, kernels::LstmCellForward{a, cells_.data() + s * n * h_, cells_.data() + (s + 1) * n * h_, h, h_});
     // Mixed precision: h is stored in fp16 (the next step's and dW_hh's GEMM input; the device
     // multiplies GEMM inputs as fp16).
     if (ctx.half) backend::for_each(n * h_, kernels::RoundToHalf{h, h});
@@ -57,9 +56,8 @@ Tensor LSTM::backward(const Tensor& dy, Context& ctx) {
   for (std::size_t s = t; s-- > 0;) {
     backend::for_each(n * h_, kernels::LstmStepGrad{dy.data(), dh_next.data(), dh.data(), t, s, h_});
     float* das = da.data() + s * n * g4;
-    backend::for_each(n * h_, kernels::LstmCellBackward{gates_.data() + s * n * g4, cells_.data() + s * n * h_,
-                                                        cells_.data() + (s + 1) * n * h_, dh.data(), dc.data(), das, h_},
-                      32);
+    backend::for_each_2d(n, h_, kernels::LstmCellBackward{gates_.data() + s * n * g4, cells_.data() + s * n * h_,
+                                                          cells_.data() + (s + 1) * n * h_, dh.data(), dc.data(), das, h_});
     if (ctx.half) backend::for_each(n * g4, kernels::RoundToHalf{das, das});  // fp16 gate gradients, as h
     // dh_{t-1} = da_t W_hh
     backend::gemm(false, false, n, h_, g4, 1.0f, das, g4, w_hh.value.data(), h_, 0.0f, dh_next.data(), h_);

@@ -32,15 +32,14 @@ Tensor BatchNorm2d::do_forward(const Tensor& x, Context& ctx) {
   Tensor mean({c_});
   inv_std_.resize({c_});
   if (ctx.training) {
-    // Two-pass variance (accuracy): the mean, then the mean square deviation from it.
-    partial_.resize({n * c_});
+    // Per plane a sum and squared deviations from the plane's mean (accurate as a two-pass
+    // variance), combined per channel.
+    partial_.resize({2, n * c_});
+    float* sum = partial_.data();
+    float* m2 = sum + n * c_;
     Tensor var({c_});
-    const double inv_m = 1.0 / double(n * s);
-    const kernels::ChannelPartial per_channel{partial_.data(), c_};
-    backend::reduce_rows(n * c_, s, kernels::PlaneTerm{x.data(), nullptr, c_, s, false}, partial_.data());
-    backend::reduce_rows(c_, n, per_channel, mean.data(), inv_m);
-    backend::reduce_rows(n * c_, s, kernels::PlaneTerm{x.data(), mean.data(), c_, s, true}, partial_.data());
-    backend::reduce_rows(c_, n, per_channel, var.data(), inv_m);
+    backend::for_each(n * c_, kernels::PlaneMoments{x.data(), sum, m2, s}, 3 * s);
+    backend::for_each(c_, kernels::ChannelMoments{sum, m2, mean.data(), var.data(), n, c_, s}, 4 * n);
     backend::for_each(c_, kernels::BnEvalInvStd{var.data(), inv_std_.data(), eps_});
     xhat_.resize(x.shape());
     backend::for_each_2d(n * c_, s, kernels::BnNormalize{x.data(), mean.data(), inv_std_.data(), weight.value.data(),
@@ -71,8 +70,7 @@ Tensor BatchNorm2d::backward(const Tensor& dy, Context& ctx) {
   partial_.resize({2, n * c_});  // per plane: sum(dy * xhat), sum(dy)
   float* dot = partial_.data();
   float* sum = dot + n * c_;
-  backend::reduce_rows(n * c_, s, kernels::PlaneProduct{dy.data(), xhat_.data(), s}, dot);
-  backend::reduce_rows(n * c_, s, kernels::PlaneTerm{dy.data(), nullptr, c_, s, false}, sum);
+  backend::for_each(n * c_, kernels::PlaneDotAndSum{dy.data(), xhat_.data(), dot, sum, s}, 3 * s);
   backend::reduce_rows(c_, n, kernels::ChannelPartial{dot, c_}, dgamma.data());
   backend::reduce_rows(c_, n, kernels::ChannelPartial{sum, c_}, dbeta.data());
   weight.grad = dgamma;

@@ -20,33 +20,52 @@
 namespace gradsync::trainer {
 
 namespace detail {
+/// f(r, j) as a function of j.
+template <class F>
+struct BoundRow {
+  const F& f;
+  std::size_t r;
+  GRADSYNC_HD auto operator()(std::size_t j) const { return f(r, j); }
+};
+/// Row r of a 2-D functor as a function of j on the host: f.row(r) where the functor has one (it
+/// loads the row's per-channel values once, into locals the j loop can keep in registers and
+/// vectorize over), else f(r, j).
+template <class F>
+GRADSYNC_HD auto row_of(const F& f, std::size_t r) {
+  if constexpr (requires { f.row(r); }) return f.row(r);
+  else return BoundRow<F>{f, r};
+}
 /// Row r of a for_each_2d: f(r, j) for every j, in one host thread (the j loop vectorizes).
 template <class F>
 struct RowLoop {
   F f;
   std::size_t cols;
   GRADSYNC_HD void operator()(std::size_t r) const {
-    for (std::size_t j = 0; j < cols; ++j) f(r, j);
+    const auto g = row_of(f, r);
+    for (std::size_t j = 0; j < cols; ++j) g(j);
   }
 };
-/// Row r of a host reduce_rows: 8 independent float lanes combined in a fixed order in double,
-/// which vectorizes (one running double would be a 4-cycle dependency per term).
+/// The sum of g(j) for j in [0, cols): 8 independent float lanes combined in a fixed order in
+/// double, which vectorizes (one running double would be a 4-cycle dependency per term).
+template <class G>
+GRADSYNC_HD double lane_sum(const G& g, std::size_t cols) {
+  float lane[8] = {};
+  std::size_t j = 0;
+  for (; j + 8 <= cols; j += 8)
+    for (std::size_t l = 0; l < 8; ++l) lane[l] += g(j + l);
+  double s = 0.0;
+  for (; j < cols; ++j) s += g(j);
+  for (float v : lane) s += v;
+  return s;
+}
+/// Row r of a host reduce_rows (lane_sum).
 template <class F>
 struct RowSum {
   F f;
   std::size_t cols;
   float* out;
   double scale;
-  GRADSYNC_HD void operator()(std::size_t r) const {
-    float lane[8] = {};
-    std::size_t j = 0;
-    for (; j + 8 <= cols; j += 8)
-      for (std::size_t l = 0; l < 8; ++l) lane[l] += f(r, j + l);
-    double s = 0.0;
-    for (; j < cols; ++j) s += f(r, j);
-    for (float v : lane) s += v;
-    out[r] = float(s * scale);
-  }
+  GRADSYNC_HD void operator()(std::size_t r) const { out[r] = float(lane_sum(row_of(f, r), cols) * scale); }
 };
 /// Element i of a for_each_2d on a device: one per thread, neighbouring threads on neighbouring j.
 template <class F>
@@ -72,15 +91,16 @@ void run_range(const F f, std::size_t lo, std::size_t hi) {
 }
 
 /// Runs body(ctx, t, team) for t in [0, team) on this thread's team (set_threads; t = 0 runs on
-/// the caller) and returns when every part is done. Team members block instead of spinning.
+/// the caller) and returns when every part is done. Idle members poll briefly, then sleep.
 void run_team(void (*body)(const void* ctx, std::size_t t, std::size_t team), const void* ctx);
 
-/// Runs f(i) for i in [0, n). Parallel (this thread's team) only when the work is large (about a
-/// millisecond): every parallel region is a barrier, and on a shared machine a descheduled team
-/// member stalls it for a whole time slice. `grain` = work per index, in rough float operations.
+/// Runs f(i) for i in [0, n). Parallel (this thread's team) only when the work outweighs a wake-up
+/// (2^16 rough float operations, tens of microseconds: ResNet-20's batch norm, ReLU and residual
+/// passes, a third of its step, ran serially at 2^21 and took 2 threads 1.4x longer). `grain` = work
+/// per index, in rough float operations.
 template <class F>
 void for_each(std::size_t n, const F& f, std::size_t grain = 1) {
-  if (n * grain < (std::size_t(1) << 21) || n < 2 || threads() < 2) {
+  if (n * grain < (std::size_t(1) << 16) || n < 2 || threads() < 2) {
     run_range(f, 0, n);
     return;
   }

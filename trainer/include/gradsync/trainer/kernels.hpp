@@ -6,6 +6,9 @@
 #include <cstdint>
 
 #include "gradsync/trainer/backend.hpp"
+#if !defined(__CUDACC__)
+#include "gradsync/trainer/host_math.hpp"
+#endif
 
 namespace gradsync::trainer::kernels {
 
@@ -72,19 +75,66 @@ struct DropoutApply {
 // backends have N * C independent rows to sum (a GPU thread per channel would walk N * S values
 // alone): each (image, channel) plane, then each channel's planes over the images.
 
-/// Terms of per-plane sums of x [N*C planes, S]: x - shift[channel], squared if `square` (shift
-/// may be null); (row, j) = (plane, position).
-struct PlaneTerm {
-  const float* x; const float* shift; std::size_t c, s; bool square;
-  GRADSYNC_HD float operator()(std::size_t plane, std::size_t j) const {
-    const float d = x[plane * s + j] - (shift ? shift[plane % c] : 0.0f);
-    return square ? d * d : d;
+/// x[j] as a function of j (detail::lane_sum's terms).
+struct Values {
+  const float* x;
+  GRADSYNC_HD float operator()(std::size_t j) const { return x[j]; }
+};
+/// Terms of per-plane sums of x [planes, S]; (row, j) = (plane, position).
+struct PlaneSum {
+  const float* x; std::size_t s;
+  GRADSYNC_HD float operator()(std::size_t plane, std::size_t j) const { return x[plane * s + j]; }
+};
+/// Batch norm's statistics, one (image, channel) plane of x [N*C planes, S] per index: its sum and
+/// its squared deviations from its own mean, the second pass over a plane still in cache (a device
+/// runs a thread per plane); ChannelMoments combines them per channel.
+struct PlaneMoments {
+  const float* x; float* sum; float* m2; std::size_t s;
+  struct Deviation {
+    const float* x; float mean;
+    GRADSYNC_HD float operator()(std::size_t j) const {
+      const float d = x[j] - mean;
+      return d * d;
+    }
+  };
+  GRADSYNC_HD void operator()(std::size_t plane) const {
+    const float* p = x + plane * s;
+    const double total = detail::lane_sum(Values{p}, s);
+    sum[plane] = float(total);
+    m2[plane] = float(detail::lane_sum(Deviation{p, float(total / double(s))}, s));
   }
 };
-/// Terms of per-plane sums of a * b.
-struct PlaneProduct {
-  const float* a; const float* b; std::size_t s;
-  GRADSYNC_HD float operator()(std::size_t plane, std::size_t j) const { return a[plane * s + j] * b[plane * s + j]; }
+/// Channel ch's batch mean and biased variance from its N planes' moments (PlaneMoments), combined
+/// as Chan, Golub and LeVeque's pairwise update does: M2 = sum of the planes' M2 + S * (plane mean -
+/// mean)^2. Numerically as good as two passes over the whole channel.
+struct ChannelMoments {
+  const float* sum; const float* m2; float* mean; float* var; std::size_t n, c, s;
+  GRADSYNC_HD void operator()(std::size_t ch) const {
+    double total = 0.0;
+    for (std::size_t i = 0; i < n; ++i) total += sum[i * c + ch];
+    const double m = total / double(n * s);
+    double sq = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double d = double(sum[i * c + ch]) / double(s) - m;
+      sq += double(m2[i * c + ch]) + double(s) * d * d;
+    }
+    mean[ch] = float(m);
+    var[ch] = float(sq / double(n * s));
+  }
+};
+/// Batch norm's backward sums, one plane of dy and xhat [N*C planes, S] per index: sum(dy * xhat)
+/// and sum(dy), the second pass over a plane of dy still in cache.
+struct PlaneDotAndSum {
+  const float* dy; const float* xhat; float* dot; float* sum; std::size_t s;
+  struct Product {
+    const float* a; const float* b;
+    GRADSYNC_HD float operator()(std::size_t j) const { return a[j] * b[j]; }
+  };
+  GRADSYNC_HD void operator()(std::size_t plane) const {
+    const float* d = dy + plane * s;
+    dot[plane] = float(detail::lane_sum(Product{d, xhat + plane * s}, s));
+    sum[plane] = float(detail::lane_sum(Values{d}, s));
+  }
 };
 /// Terms of per-channel sums of per-plane partials [N, C]; (row, j) = (channel, image).
 struct ChannelPartial {
@@ -96,12 +146,19 @@ struct ChannelPartial {
 struct BnNormalize {
   const float* x; const float* mean; const float* inv_std; const float* gamma; const float* beta;
   float* xhat; float* y; std::size_t c, s;
-  GRADSYNC_HD void operator()(std::size_t plane, std::size_t j) const {
-    const std::size_t ch = plane % c, i = plane * s + j;
-    const float h = (x[i] - mean[ch]) * inv_std[ch];
-    if (xhat) xhat[i] = h;
-    y[i] = gamma[ch] * h + beta[ch];
+  struct Row {
+    const float* x; float* xhat; float* y; float mean, inv_std, gamma, beta;
+    GRADSYNC_HD void operator()(std::size_t j) const {
+      const float h = (x[j] - mean) * inv_std;
+      if (xhat) xhat[j] = h;
+      y[j] = gamma * h + beta;
+    }
+  };
+  GRADSYNC_HD Row row(std::size_t plane) const {
+    const std::size_t ch = plane % c, at = plane * s;
+    return {x + at, xhat ? xhat + at : nullptr, y + at, mean[ch], inv_std[ch], gamma[ch], beta[ch]};
   }
+  GRADSYNC_HD void operator()(std::size_t plane, std::size_t j) const { row(plane)(j); }
 };
 /// Running statistics from the batch's; unbiased variance, as PyTorch. i = channel.
 struct BnRunningUpdate {
@@ -121,11 +178,15 @@ struct BnEvalInvStd {
 struct BnInputGrad {
   const float* dy; const float* xhat; const float* gamma; const float* inv_std; const float* dgamma;
   const float* dbeta; float* dx; std::size_t c, s; float inv_m;
-  GRADSYNC_HD void operator()(std::size_t plane, std::size_t j) const {
-    const std::size_t ch = plane % c, i = plane * s + j;
-    const float k = gamma[ch] * inv_std[ch] * inv_m;
-    dx[i] = k * (1.0f / inv_m * dy[i] - dbeta[ch] - xhat[i] * dgamma[ch]);
+  struct Row {
+    const float* dy; const float* xhat; float* dx; float k, m, dbeta, dgamma;
+    GRADSYNC_HD void operator()(std::size_t j) const { dx[j] = k * (m * dy[j] - dbeta - xhat[j] * dgamma); }
+  };
+  GRADSYNC_HD Row row(std::size_t plane) const {
+    const std::size_t ch = plane % c, at = plane * s;
+    return {dy + at, xhat + at, dx + at, gamma[ch] * inv_std[ch] * inv_m, 1.0f / inv_m, dbeta[ch], dgamma[ch]};
   }
+  GRADSYNC_HD void operator()(std::size_t plane, std::size_t j) const { row(plane)(j); }
 };
 
 /// Output positions o in [0, n) whose input coordinate o * stride + k - pad lies in [0, size):
@@ -350,9 +411,8 @@ struct MaxPoolForward {
     arg[plane * oh * ow + o] = std::uint32_t(best_i);
   }
 };
-/// Input gradient j of a plane: the sum of dy over the outputs whose argmax is j, in output order
-/// (the order a scatter over the outputs would add them in); a gather, so no two threads write
-/// the same element.
+/// Input gradient j of a plane: the sum of dy over the outputs whose argmax is j, in output order;
+/// on a device a gather, so no two threads write the same element.
 struct MaxPoolBackward {
   const float* dy; const std::uint32_t* arg; float* dx; std::size_t w, k, stride, pad, oh, ow, in_plane;
   GRADSYNC_HD void operator()(std::size_t plane, std::size_t j) const {
@@ -372,6 +432,16 @@ struct MaxPoolBackward {
         if (arg[base + oy * ow + ox] == j) acc += dy[base + oy * ow + ox];
     dx[plane * in_plane + j] = acc;
   }
+#if !defined(__CUDACC__)
+  /// Row form (host, one thread per plane): the scatter, adding in the same output order, without
+  /// the gather's window arithmetic per input element (it was 17% of AlexNet-BN's step).
+  void operator()(std::size_t plane) const {
+    float* d = dx + plane * in_plane;
+    for (std::size_t j = 0; j < in_plane; ++j) d[j] = 0.0f;
+    const std::size_t base = plane * oh * ow;
+    for (std::size_t o = 0; o < oh * ow; ++o) d[arg[base + o]] += dy[base + o];
+  }
+#endif
 };
 /// Global average pooling's backward: dx = dy[plane] / s at each of the plane's s positions.
 struct PlaneBroadcast {
@@ -380,12 +450,12 @@ struct PlaneBroadcast {
 };
 
 GRADSYNC_HD inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-/// One LSTM time step on pre-activations a [N, 4H] (gates i, f, g, o); i = n * H + j.
+/// One LSTM time step on pre-activations a [N, 4H] (gates i, f, g, o); (row, j) = (n, j).
 /// Writes the activated gates back into a, and the new cell and hidden states.
 struct LstmCellForward {
   float* a; const float* c_prev; float* c; float* h; std::size_t hidden;
-  GRADSYNC_HD void operator()(std::size_t idx) const {
-    const std::size_t n = idx / hidden, j = idx % hidden;
+  GRADSYNC_HD void operator()(std::size_t n, std::size_t j) const {
+    const std::size_t idx = n * hidden + j;
     float* g = a + n * 4 * hidden;
     const float ig = sigmoid(g[j]), fg = sigmoid(g[hidden + j]), gg = std::tanh(g[2 * hidden + j]),
                 og = sigmoid(g[3 * hidden + j]);
@@ -394,18 +464,30 @@ struct LstmCellForward {
     c[idx] = cn;
     h[idx] = og * std::tanh(cn);
   }
+#if !defined(__CUDACC__)
+  /// Row n on the host: the activations a row at a time (host_math.hpp).
+  void operator()(std::size_t n) const {
+    const std::size_t h4 = 4 * hidden, row = n * hidden;
+    float* g = a + n * h4;
+    host::logistic(g, 2 * hidden);  // i, f
+    host::tanh(g + 2 * hidden, g + 2 * hidden, hidden);
+    host::logistic(g + 3 * hidden, hidden);
+    for (std::size_t j = 0; j < hidden; ++j) c[row + j] = g[hidden + j] * c_prev[row + j] + g[j] * g[2 * hidden + j];
+    host::tanh(c + row, h + row, hidden);
+    for (std::size_t j = 0; j < hidden; ++j) h[row + j] *= g[3 * hidden + j];
+  }
+#endif
 };
 /// Backward of one step: from dh (incoming + from t+1) and dc_next, the pre-activation gradients
-/// da [N, 4H] and dc for step t-1 (written over dc_next).
+/// da [N, 4H] and dc for step t-1 (written over dc_next); (row, j) = (n, j).
 struct LstmCellBackward {
   const float* gates; const float* c_prev; const float* c; const float* dh; float* dc_next; float* da;
   std::size_t hidden;
-  GRADSYNC_HD void operator()(std::size_t idx) const {
-    const std::size_t n = idx / hidden, j = idx % hidden;
+  GRADSYNC_HD void operator()(std::size_t n, std::size_t j, float tc) const {
+    const std::size_t idx = n * hidden + j;
     const float* g = gates + n * 4 * hidden;
     float* d = da + n * 4 * hidden;
     const float ig = g[j], fg = g[hidden + j], gg = g[2 * hidden + j], og = g[3 * hidden + j];
-    const float tc = std::tanh(c[idx]);
     const float dc = dh[idx] * og * (1.0f - tc * tc) + dc_next[idx];
     d[j] = dc * gg * ig * (1.0f - ig);
     d[hidden + j] = dc * c_prev[idx] * fg * (1.0f - fg);
@@ -413,6 +495,15 @@ struct LstmCellBackward {
     d[3 * hidden + j] = dh[idx] * tc * og * (1.0f - og);
     dc_next[idx] = dc * fg;
   }
+  GRADSYNC_HD void operator()(std::size_t n, std::size_t j) const { (*this)(n, j, std::tanh(c[n * hidden + j])); }
+#if !defined(__CUDACC__)
+  /// Row n on the host: tanh(c) a row at a time (host_math.hpp) into da's o slot, read there first.
+  void operator()(std::size_t n) const {
+    float* tc = da + n * 4 * hidden + 3 * hidden;
+    host::tanh(c + n * hidden, tc, hidden);
+    for (std::size_t j = 0; j < hidden; ++j) (*this)(n, j, tc[j]);
+  }
+#endif
 };
 
 /// Row r of y (stride y_stride, from y_offset) = row r of x (stride x_stride, from x_offset), `len`

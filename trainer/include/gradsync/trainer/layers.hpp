@@ -81,7 +81,7 @@ class BatchNorm2d final : public Module {
  private:
   std::size_t c_;
   float momentum_, eps_;
-  Tensor xhat_, inv_std_, partial_;  // partial_: per-plane sums (kernels.hpp PlaneTerm)
+  Tensor xhat_, inv_std_, partial_;  // partial_: per-plane sums (kernels.hpp PlaneMoments, PlaneDotAndSum)
 #if defined(GRADSYNC_TRAINER_CUDNN)
   cudnn::BatchNorm cudnn_{c_};  // the device build's whole layer
 #endif
