@@ -71,9 +71,9 @@ struct DropoutApply {
   }
 };
 
-// Per-channel sums of [N, C, S] tensors in two steps (backend::reduce_rows), so that both
-// backends have N * C independent rows to sum (a GPU thread per channel would walk N * S values
-// alone): each (image, channel) plane, then each channel's planes over the images.
+// Per-channel sums of [N, C, S] tensors in two steps, so that both backends have N * C
+// independent planes to sum (a GPU thread per channel would walk N * S values alone): each
+// (image, channel) plane, then each channel's planes over the images.
 
 /// x[j] as a function of j (detail::lane_sum's terms).
 struct Values {
