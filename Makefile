@@ -29,6 +29,8 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j $(JOBS) $(CTEST_ARGS)
 
 # Sanitizer runs (CI runs both): the library's tests under ASan+UBSan, the threaded ones under TSan.
+# Their presets build with -g1 (line tables, enough for the sanitizers' stack traces): full -g made
+# each test file take 1.5x as long to compile (78 s against 51 s for test_misuse.cpp).
 test-asan:
 	$(MAKE) test PRESET=asan CTEST_ARGS='-LE "package|compile_fail|slow"'
 
