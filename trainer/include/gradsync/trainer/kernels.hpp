@@ -460,9 +460,14 @@ struct LstmCellForward {
     const float ig = sigmoid(g[j]), fg = sigmoid(g[hidden + j]), gg = std::tanh(g[2 * hidden + j]),
                 og = sigmoid(g[3 * hidden + j]);
     g[j] = ig; g[hidden + j] = fg; g[2 * hidden + j] = gg; g[3 * hidden + j] = og;
-    const float cn = fg * c_prev[idx] + ig * gg;
+    const float cn = cell(n, j);
     c[idx] = cn;
     h[idx] = og * std::tanh(cn);
+  }
+  /// The new cell state from the activated gates in a: f * c_prev + i * g.
+  GRADSYNC_HD float cell(std::size_t n, std::size_t j) const {
+    const float* g = a + n * 4 * hidden;
+    return g[hidden + j] * c_prev[n * hidden + j] + g[j] * g[2 * hidden + j];
   }
 #if !defined(__CUDACC__)
   /// Row n on the host: the activations a row at a time (host_math.hpp).
@@ -472,7 +477,7 @@ struct LstmCellForward {
     host::logistic(g, 2 * hidden);  // i, f
     host::tanh(g + 2 * hidden, g + 2 * hidden, hidden);
     host::logistic(g + 3 * hidden, hidden);
-    for (std::size_t j = 0; j < hidden; ++j) c[row + j] = g[hidden + j] * c_prev[row + j] + g[j] * g[2 * hidden + j];
+    for (std::size_t j = 0; j < hidden; ++j) c[row + j] = cell(n, j);
     host::tanh(c + row, h + row, hidden);
     for (std::size_t j = 0; j < hidden; ++j) h[row + j] *= g[3 * hidden + j];
   }
