@@ -27,7 +27,6 @@
 #include "gradsync/trainer/library_sync.hpp"
 #include "gradsync/trainer/retune.hpp"
 #include "gradsync/trainer/trainer.hpp"
-#include "gradsync/trainer/tune.hpp"
 
 using namespace gradsync::trainer;
 
@@ -330,7 +329,7 @@ int main(int argc, char** argv) {
     LayerProfiler profiler;
     if (!profile_path.empty()) c.profiler = &profiler;
     gradsync::Statistics rank0_stats;
-    std::optional<Tuning> tuned;  // rank 0's --tune choice
+    std::optional<gradsync::sim::Tuning> tuned;  // rank 0's --tune choice
     std::vector<Retune> retunes;  // rank 0's --retune-every re-tunes
 #if defined(GRADSYNC_WITH_NCCL)
     // --collective nccl[-hierarchical]: NCCL's all-reduce needs a communicator per rank, on GPU 0
@@ -415,7 +414,7 @@ int main(int argc, char** argv) {
         gradsync::Statistics* report = r == 0 ? &rank0_stats : nullptr;
         if (!profile) return build(nullptr, nullptr, report);
         // Every rank at once: rank 0 measures the link with rank 1, tunes, and tells the others.
-        const auto t = tune_on_link(transport, *profile, space);
+        const auto t = gradsync::sim::tune_on_link(transport, *profile, space);
         if (r == 0) {
           std::fprintf(stderr,
                        "gradsync-train: --tune: link %.3g Gbit/s, %.0f us measured; chose --slicing %s --collective %s "

@@ -23,10 +23,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 from report import gnuplot, link_rates, load_json  # noqa: E402  the e2e sweep's helpers
 
-ORDER = ["wfbp", "p3", "p3-fp16", "p3-qsgd8", "ddp", "ddp-fp16", "hooks", "compute"]
-BITS = {"wfbp": 32, "p3": 32, "p3-fp16": 16, "p3-qsgd8": 8.0625, "ddp": 32, "ddp-fp16": 16}
-NAMES = {"wfbp": "gradsync WFBP", "p3": "gradsync P3 fp32", "p3-fp16": "gradsync P3 fp16",
-         "p3-qsgd8": "gradsync P3 qsgd8", "ddp": "DDP", "ddp-fp16": "DDP fp16 hook",
+ORDER = ["wfbp", "p3", "auto", "p3-fp16", "p3-qsgd8", "ddp", "ddp-fp16", "hooks", "compute"]
+BITS = {"wfbp": 32, "p3": 32, "auto": 32, "p3-fp16": 16, "p3-qsgd8": 8.0625, "ddp": 32, "ddp-fp16": 16}
+NAMES = {"wfbp": "gradsync WFBP", "p3": "gradsync P3 fp32", "auto": "gradsync default (slicing auto) fp32",
+         "p3-fp16": "gradsync P3 fp16", "p3-qsgd8": "gradsync P3 qsgd8", "ddp": "DDP", "ddp-fp16": "DDP fp16 hook",
          "hooks": "gradsync hooks, 1 node", "compute": "compute only"}
 
 
@@ -95,6 +95,10 @@ def goals(runs, model, links):
         if ddp and compute and 0.5 <= (ddp - compute) / compute <= 2:
             line(f"where DDP's communication ({ddp - compute:.2f} s) is about its compute ({compute:.2f} s), {link}: "
                  f"P3 {ratio(ddp, p3)}x faster (goal >= 1.3)", ddp / p3 >= 1.3 if p3 else None)
+        auto = get(link, "auto")
+        if auto:
+            line(f"gradsync's default (slicing auto) against DDP at {link}: {ratio(auto, ddp)} x (goal <= 1)",
+                 auto <= ddp if ddp else None)
         p3h, ddph = get(link, "p3-fp16"), get(link, "ddp-fp16")
         line(f"P3 fp16 against DDP's fp16 hook at {link}: {ratio(p3h, ddph)} x (goal <= 1)", p3h <= ddph if p3h and ddph else None)
     hooks, compute = get(links[0] if links else "", "hooks"), get(links[0] if links else "", "compute")

@@ -2,7 +2,7 @@
 
     import gradsync.torch as gs
     opt = gs.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9), model,
-                                  slicing="fixed:40000", priority="forward", codec="fp32", collective="ring")
+                                  slicing="auto", priority="forward", codec="fp32", collective="ring")
     for x, y in loader:
         loss_fn(model(x), y).backward(); opt.step(); opt.zero_grad()
     opt.synchronize()   # before evaluation, checkpoints, clipping
@@ -87,11 +87,19 @@ class DistributedOptimizer:
     """Wraps `optimizer` (any torch.optim optimizer but LBFGS) for data-parallel training of
     `model` with gradsync.
 
-    Policies, by gradsync-train's names: slicing (whole, fixed[:N], fusion[:BYTES], slicefuse[:N],
-    split[:P[:N]]), priority (forward, fifo), codec (fp32, fp16, bf16, qsgd2/4/8/16, onebit, topk,
+    Policies, by gradsync-train's names: slicing (auto, whole, fixed[:N], fusion[:BYTES],
+    slicefuse[:N], split[:P[:N]]), priority (forward, fifo), codec (fp32, fp16, bf16, qsgd2/4/8/16, onebit, topk,
     ef+..., with options), collective (ring, ps, dgt[:...], reduce-broadcast, hierarchical[:k],
     hybrid[:bytes[:k]], mpi, gloo[:iface]). A bad name raises ConfigError (a ValueError) naming the
     valid ones.
+
+    slicing "auto" (the default) is gradsync-train's --tune: at the first step(), rank 0 measures
+    the link with rank 1 (about a quarter of a second, at most 16 MiB), simulates a grid of
+    slicings and windows (inflight units, credit) on the first iteration's per-module compute
+    times, and every rank takes its choice (tuning() says what it measured and chose). On slow
+    links that is mostly P3's fixed:40000; on fast ones, fewer, larger units, whose per-message CPU
+    would otherwise come off the compute. It chooses the window, so it refuses inflight_units and
+    credit_bytes.
 
     backward_passes_per_step: backward passes accumulated into one step (gradient accumulation).
     timeout: seconds to wait for a peer before PeerError. link: an emulated link ("1gbit",
@@ -105,7 +113,7 @@ class DistributedOptimizer:
     Learning-rate schedulers take the wrapped optimizer. Checkpoint after synchronize().
     """
 
-    def __init__(self, optimizer, model, *, slicing="fixed:40000", priority="forward", codec="fp32",
+    def __init__(self, optimizer, model, *, slicing="auto", priority="forward", codec="fp32",
                  collective="ring", backward_passes_per_step=1, timeout=30.0, link=None,
                  inflight_units=0, credit_bytes=0, seed=0, check_finite=True, trace=False):
         if not isinstance(optimizer, torch.optim.Optimizer):
@@ -229,6 +237,12 @@ class DistributedOptimizer:
     def unit_layers(self):
         """For each unit, the layout positions of the parameters it carries."""
         return self._core.unit_layers()
+
+    def tuning(self):
+        """With slicing "auto", after the first step(): the link measured (link_bytes_per_second,
+        link_latency_seconds) and the setting chosen (slicing, collective, inflight_units,
+        credit_bytes, simulated_seconds against P3's default's); None otherwise."""
+        return self._core.tuning()
 
     def trace(self):
         """With trace=True: each unit's ready/started/finished times (time.monotonic_ns() clock)."""

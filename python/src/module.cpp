@@ -16,6 +16,7 @@
 
 #include <gradsync/any_synchronizer.hpp>
 #include <gradsync/codec/any.hpp>
+#include <gradsync/sim/link_tuning.hpp>
 #include <gradsync/torch/attachment.hpp>
 #include <gradsync/transport/in_process.hpp>
 #include <gradsync/transport/throttled.hpp>
@@ -129,11 +130,24 @@ class Replica {
           std::vector<at::Tensor> buffers, const Settings& s, py::function step, py::function finished)
       : step_(std::move(step)), finished_(std::move(finished)) {
     // Policies first: a bad name fails on every rank alike, before any rank waits for another.
-    if (s.slicing == "auto")
-      throw gs::ConfigError("gradsync: slicing 'auto' is gradsync-train's --tune, which needs the model's profile; "
-                            "name a slicing: whole, fixed[:N], fusion[:BYTES], slicefuse[:N], split[:P[:N]]");
-    Attachment::Config config{gs::AnySynchronizer::parse({s.slicing, s.priority, s.codec, s.collective})};
+    const bool tune = s.slicing == "auto";
+    Attachment::Config config{gs::AnySynchronizer::parse({tune ? "whole" : s.slicing, s.priority, s.codec, s.collective})};
     gs::collective::check_accepts(config.policies.collective, config.policies.codec);
+    if (tune) {
+      if (s.inflight_units || s.credit_bytes)
+        throw gs::ConfigError("gradsync: slicing 'auto' chooses the window too: leave inflight_units and credit_bytes "
+                              "unset, or name a slicing: whole, fixed[:N], fusion[:BYTES], slicefuse[:N], split[:P[:N]]");
+      config.choose = [this, space = gs::sim::TuneSpace{.collectives = {s.collective}, .priority = s.priority,
+                                                        .codec = s.codec},
+                       passes = s.backward_passes](gs::transport::Transport& t, const gs::torch::FirstIteration& first,
+                                                   const gs::ModelLayout& layout, gs::AnySynchronizer::Policies& policies,
+                                                   gs::Options& options) {
+        tuning_ = gs::sim::tune_on_link(t, profile_of(first, layout, passes), space);
+        policies = gs::AnySynchronizer::parse({tuning_->chosen.slicing, space.priority, space.codec, tuning_->chosen.collective});
+        options.inflight_units = tuning_->chosen.inflight_units;
+        options.credit_bytes = tuning_->chosen.credit_bytes;
+      };
+    }
     const auto link = s.link.empty() ? std::optional<gs::transport::Link>() : gs::transport::Link::parse(s.link);
     if (!(s.timeout_s > 0)) throw gs::UsageError("gradsync: timeout must be positive (seconds)");
     config.options.timeout = std::chrono::milliseconds(static_cast<long long>(s.timeout_s * 1000));
@@ -233,14 +247,45 @@ class Replica {
     std::lock_guard lock(trace_mutex_);
     return trace_;
   }
+  /// slicing "auto": what was measured and chosen (rank 0's, on every rank); None otherwise.
+  py::object tuning() const {
+    if (!tuning_) return py::none();
+    const gs::sim::Tuning& t = *tuning_;
+    py::dict d;
+    d["slicing"] = t.chosen.slicing;
+    d["collective"] = t.chosen.collective;
+    d["inflight_units"] = t.chosen.inflight_units;
+    d["credit_bytes"] = t.chosen.credit_bytes;
+    d["simulated_seconds"] = t.chosen.iteration_seconds;
+    d["p3_default_simulated_seconds"] = t.default_seconds;
+    d["link_bytes_per_second"] = t.link.bytes_per_second;
+    d["link_latency_seconds"] = t.link.latency_seconds;
+    d["tuning_seconds"] = t.wall_seconds;
+    return d;
+  }
 
  private:
+  /// The tuner's model of this model: a compute layer per module in forward order, timed in the
+  /// first iteration (one backward pass of `passes` per step: scaled to a step).
+  static gs::sim::Profile profile_of(const gs::torch::FirstIteration& first, const gs::ModelLayout& layout,
+                                     unsigned passes) {
+    gs::sim::Profile profile{"the first iteration", {}, {}};
+    for (const auto& l : first.layers) {
+      auto& c = profile.layers.emplace_back(gs::sim::ComputeLayer{l.name, passes * l.forward_seconds,
+                                                                  passes * l.backward_seconds, {}});
+      for (std::size_t i : l.tensors) c.tensors.push_back(layout.layer(i));
+    }
+    profile.validate();
+    return profile;
+  }
+
   py::function step_, finished_;
   Connection transport_;
   std::unique_ptr<gs::transport::Throttled<>> throttled_;
   std::unique_ptr<Attachment> attachment_;
   std::mutex trace_mutex_;
   std::vector<TracedUnit> trace_;
+  std::optional<gs::sim::Tuning> tuning_;  // slicing "auto"
 };
 
 }  // namespace
@@ -315,5 +360,6 @@ PYBIND11_MODULE(_C, m) {
       .def("layout", &Replica::layout)
       .def("unit_layers", &Replica::unit_layers)
       .def("trace", &Replica::trace)
+      .def("tuning", &Replica::tuning)
       .def("close", &Replica::close, release());
 }

@@ -55,7 +55,6 @@ def test_a_model_that_differs_between_ranks(world):
 
 @pytest.mark.parametrize("family,text,message", [
     ("slicing", "fixed:abc", "unknown or malformed slicing policy 'fixed:abc'; valid: whole, fixed"),
-    ("slicing", "auto", "slicing 'auto' is gradsync-train's --tune"),
     ("priority", "backward", "unknown or malformed priority policy 'backward'; valid: fifo, forward"),
     ("priority", "dgt", "priority 'dgt' is now collective 'dgt' (differential transmission over the parameter server): "
                         "use priority 'forward' and collective 'dgt[:alpha=A][:p0=P][:block=N]'"),

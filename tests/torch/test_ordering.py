@@ -14,7 +14,8 @@ def test_forward_starts_before_the_last_unit_arrives(world):
         pytest.skip("needs 2 or more ranks")
     net = model(classes=3000)  # a 432k-parameter classifier last: 1.7 MB, 0.35 s at 40 Mbit/s
     starts = []
-    with gs.DistributedOptimizer(sgd(net.parameters()), net, link="40mbit", trace=True) as opt:
+    with gs.DistributedOptimizer(sgd(net.parameters()), net, slicing="fixed:40000", link="40mbit",
+                                  trace=True) as opt:
         net.conv1.register_forward_pre_hook(lambda *_: starts.append(time.monotonic_ns()))  # after gradsync's hook
         for x, y in batches(world[0], 4, classes=3000):
             F.cross_entropy(net(x), y).backward()

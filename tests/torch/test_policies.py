@@ -8,7 +8,7 @@ import torch.nn as nn
 import gradsync.torch as gs
 from helpers import assert_replicas_identical, batches, model, run_gradsync
 
-SLICING = ["whole", "fixed", "fixed:500", "fusion", "fusion:4KiB", "slicefuse", "slicefuse:500", "split", "split:3",
+SLICING = ["auto", "whole", "fixed", "fixed:500", "fusion", "fusion:4KiB", "slicefuse", "slicefuse:500", "split", "split:3",
            "split:2:100"]
 PRIORITY = ["forward", "fifo"]
 CODECS = ["fp32", "fp16", "bf16", "qsgd2", "qsgd4", "qsgd8", "qsgd16", "qsgd8:bucket=128:norm=l2", "onebit",

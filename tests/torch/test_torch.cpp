@@ -13,7 +13,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <functional>
+#include <numeric>
 #include <gradsync/torch/distributed_optimizer.hpp>
 
 #include "support/ranks.hpp"
@@ -113,6 +115,7 @@ std::vector<torch::Tensor> reference(const std::vector<std::vector<Batch>>& data
 struct Run {
   std::vector<torch::Tensor> weights;
   std::vector<std::string> layout;
+  std::string policies;  ///< the Synchronizer's describe()
 };
 
 /// Each rank trains its own replica under gradsync; `hooks`: the forward calls before_forward.
@@ -134,7 +137,7 @@ std::vector<Run> train(const std::vector<std::vector<Batch>>& data, const MakeOp
     opt.synchronize();
     std::vector<std::string> layout;
     for (const auto& l : opt.attachment().synchronizer()->layout().layers()) layout.push_back(l.name);
-    return Run{weights(net), layout};
+    return Run{weights(net), layout, opt.attachment().synchronizer()->describe()};
   });
 }
 
@@ -185,6 +188,48 @@ TEST_CASE("torch: the layout is the forward order of the first iteration, not th
                                                "unused.weight", "unused.bias"};
   CHECK(runs[0].layout == forward_order);
   CHECK(identical(runs[0].weights, reference(data, sgd, true)));
+}
+
+TEST_CASE("torch: Config::choose gets the first iteration's modules in forward order and picks the policies", "[torch]") {
+  const auto data = make_data(2, 3);
+  std::array<gradsync::torch::FirstIteration, 2> seen;
+  std::array<std::vector<std::string>, 2> layouts;
+  Optimizer::Config config;
+  config.choose = [&](gradsync::transport::Transport& t, const gradsync::torch::FirstIteration& first,
+                      const gradsync::ModelLayout& layout, gradsync::AnySynchronizer::Policies& policies,
+                      gradsync::Options&) {
+    seen.at(t.rank()) = first;
+    for (const auto& l : layout.layers()) layouts.at(t.rank()).push_back(l.name);
+    policies = gradsync::AnySynchronizer::parse({"fixed:100", "forward", "fp32", "ring"});
+  };
+  const auto runs = train(data, sgd, true, /*classifier_first=*/true, config);
+  CHECK_THAT(runs[0].policies, Catch::StartsWith("fixed:100/forward/fp32/ring"));
+  CHECK(identical(runs[0].weights, reference(data, sgd, true)));  // a 2-rank mean is exact: DDP's bits
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    const auto& layers = seen[r].layers;
+    std::vector<std::string> with_tensors;
+    std::vector<std::size_t> tensors;
+    double total = 0;
+    for (const auto& l : layers) {
+      CHECK(l.forward_seconds >= 0);
+      CHECK(l.backward_seconds >= 0);
+      total += l.forward_seconds + l.backward_seconds;
+      if (!l.tensors.empty()) with_tensors.push_back(l.name);
+      tensors.insert(tensors.end(), l.tensors.begin(), l.tensors.end());
+    }
+    // forward order (the classifier registered first runs last); `unused` never ran: last, untimed
+    CHECK(with_tensors ==
+          std::vector<std::string>{"conv1", "bn1", "conv2", "bn2", "fc", "(modules whose forward did not run)"});
+    CHECK(layers.back().forward_seconds == 0);
+    CHECK(layers.back().backward_seconds == 0);
+    CHECK(total > 0);
+    // every tensor of the layout once, in layout order
+    std::vector<std::size_t> all(layouts[r].size());
+    std::iota(all.begin(), all.end(), std::size_t{0});
+    CHECK(tensors == all);
+    CHECK(runs[r].layout == layouts[r]);
+  }
 }
 
 namespace {

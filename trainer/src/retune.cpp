@@ -13,7 +13,7 @@ bool same(const sim::Setting& a, const sim::Setting& b) {
 }
 }  // namespace
 
-RetuningSync::RetuningSync(transport::Transport& t, std::size_t tensors, Tuning first, sim::Profile profile,
+RetuningSync::RetuningSync(transport::Transport& t, std::size_t tensors, sim::Tuning first, sim::Profile profile,
                            sim::TuneSpace space, std::size_t every, Build build, std::vector<Retune>* log,
                            Statistics* report)
     : t_(t), tensors_(tensors), every_(every), tuning_(std::move(first)), profile_(std::move(profile)),
@@ -71,9 +71,9 @@ void RetuningSync::recheck() {
       pace_watch_.reset();
     }
   }
-  from_rank0(t_, retune_tag, moved);
+  sim::from_rank0(t_, sim::retune_tag, moved);
   if (moved.rate == 0 && moved.pace == 0) return;
-  Tuning next = tune_on_link(t_, profile_, space_);
+  sim::Tuning next = sim::tune_on_link(t_, profile_, space_);
   const bool change = !same(next.chosen, tuning_.chosen);
   tuning_ = std::move(next);
   if (change) {

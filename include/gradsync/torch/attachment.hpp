@@ -29,7 +29,9 @@
 /// child used only through its parent's forward, like nn.MultiheadAttention's out_proj). The
 /// layout is the parameters in that order - rank 0's order, told to every rank - and the
 /// Synchronizer is built at the first step(). Construction checks the ranks' models agree and
-/// copies rank 0's parameters and buffers to every rank.
+/// copies rank 0's parameters and buffers to every rank. The hooks also time the first iteration
+/// (FirstIteration), so Config::choose may pick the policies by the model's compute before the
+/// Synchronizer is built (gradsync.torch's slicing "auto" runs the tuner on it).
 ///
 /// Used from one thread (the one running forward and backward), like the model itself.
 ///
@@ -40,12 +42,14 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <sstream>
 #include <string>
@@ -85,6 +89,20 @@ struct OptimizerHooks {
   std::function<void()> finished;
 };
 
+/// The first iteration's compute as the hooks saw it (its first backward pass). Rough: the first
+/// iteration is also the warm-up, and a module's forward time is what passed until the next
+/// module's forward pre-hook (a container's children count for the last of them).
+struct FirstIteration {
+  struct Layer {
+    std::string name;
+    double forward_seconds = 0;   ///< from its forward pre-hook to the next module's
+    double backward_seconds = 0;  ///< from the previous gradient (or the last pre-hook) to its parameters' last
+    std::vector<std::size_t> tensors;  ///< its parameters' positions in the layout
+  };
+  /// Modules in the order their forward ran; parameters of modules that did not run last, without times.
+  std::vector<Layer> layers;
+};
+
 template <class Sync>
 class Attachment {
  public:
@@ -93,6 +111,12 @@ class Attachment {
     Options options{};
     /// Backward passes that accumulate into one step's gradients (gradient accumulation).
     unsigned backward_passes = 1;
+    /// Called on every rank at the first step(), with the layout (rank 0's order) and the first
+    /// iteration's timings, before the Synchronizer is built: may change the policies and the
+    /// options. Every rank must end with the same (the handshake checks): ask rank 0 over `t`.
+    std::function<void(transport::Transport& t, const FirstIteration&, const ModelLayout&,
+                       typename Sync::Policies&, Options&)>
+        choose;
   };
 
   Attachment(transport::Transport& t, Model model, Config config, OptimizerHooks optimizer)
@@ -122,6 +146,7 @@ class Attachment {
       if (fired_at_[m] == unfired) {
         fired_at_[m] = fired_.size();
         fired_.push_back(m);
+        fired_time_.push_back(clock::now());
       }
       return;
     }
@@ -189,6 +214,7 @@ class Attachment {
   }
 
  private:
+  using clock = std::chrono::steady_clock;
   enum class Zero : std::uint8_t { none, fill, reset };
   struct Slot {
     bool trainable = false;
@@ -197,6 +223,7 @@ class Attachment {
     bool handed = false;      ///< handed over this iteration
     bool pending = false;     ///< its optimizer step (of the last finished iteration) is still to come
     bool made_grad = false;   ///< it had no gradient: step() made zeros
+    std::optional<clock::time_point> first_gradient;  ///< in the first iteration's first backward pass
     Zero zero = Zero::none;   ///< zero_grad() asked, to do after the pending step
   };
   static constexpr std::size_t unfired = std::numeric_limits<std::size_t>::max();
@@ -296,6 +323,7 @@ class Attachment {
                        "backward passes you accumulate, or call step() after each");
     open_ = true;
     check_gradient(p);
+    if (!sync_ && !s.first_gradient) s.first_gradient = clock::now();
     if (++s.passes == config_.backward_passes && sync_) hand_over(p);
   }
 
@@ -428,7 +456,35 @@ class Attachment {
       slots_[p].layer = static_cast<std::uint32_t>(i);
       specs.push_back({name(p), static_cast<std::size_t>(model_.parameters[p].tensor.numel())});
     }
-    sync_ = std::make_unique<Sync>(t_, ModelLayout(std::move(specs)), config_.options, std::move(config_.policies));
+    ModelLayout layout(std::move(specs));
+    if (config_.choose) config_.choose(t_, first_iteration(rank_of), layout, config_.policies, config_.options);
+    sync_ = std::make_unique<Sync>(t_, std::move(layout), config_.options, std::move(config_.policies));
+  }
+
+  /// The first iteration's timings per module that ran (`position`: each parameter's module's
+  /// place in the forward order, unfired for none).
+  FirstIteration first_iteration(const std::vector<std::size_t>& position) const {
+    const auto seconds = [](clock::time_point a, clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+    FirstIteration f;
+    for (std::size_t k = 0; k < fired_.size(); ++k)
+      f.layers.push_back({model_.modules[fired_[k]].name,
+                          k + 1 < fired_.size() ? seconds(fired_time_[k], fired_time_[k + 1]) : 0.0, 0.0, {}});
+    FirstIteration::Layer unfired_layer{"(modules whose forward did not run)", 0, 0, {}};
+    for (std::size_t p : trainable_)
+      (position[p] == unfired ? unfired_layer : f.layers[position[p]]).tensors.push_back(slots_[p].layer);
+    for (auto& l : f.layers) std::ranges::sort(l.tensors);
+    if (!unfired_layer.tensors.empty()) f.layers.push_back(std::move(unfired_layer));
+    // Backward: each gradient's time since the one before goes to its module's layer.
+    std::vector<std::pair<clock::time_point, std::size_t>> gradients;
+    for (std::size_t p : trainable_)
+      if (slots_[p].first_gradient && position[p] != unfired) gradients.emplace_back(*slots_[p].first_gradient, p);
+    std::ranges::sort(gradients);
+    auto before = fired_time_.empty() ? clock::time_point() : fired_time_.back();
+    for (const auto& [at, p] : gradients) {
+      if (before != clock::time_point()) f.layers[position[p]].backward_seconds += std::max(0.0, seconds(before, at));
+      before = at;
+    }
+    return f;
   }
 
   transport::Transport& t_;
@@ -440,6 +496,7 @@ class Attachment {
   std::vector<std::shared_ptr<::torch::autograd::Node>> accumulators_;
   // The forward order of the first iteration: modules as they first ran, and each one's position.
   std::vector<std::size_t> fired_, fired_at_;
+  std::vector<clock::time_point> fired_time_;  ///< when each of fired_ first ran
   std::vector<std::vector<std::size_t>> groups_;  ///< per module: the parameters its forward steps
   std::vector<std::size_t> trainable_, unhooked_, layout_order_;
   std::unique_ptr<Sync> sync_;

@@ -23,7 +23,7 @@
 #include <gradsync/sim/link_meter.hpp>
 
 #include "gradsync/trainer/sync.hpp"
-#include "gradsync/trainer/tune.hpp"
+#include <gradsync/sim/link_tuning.hpp>
 
 namespace gradsync::trainer {
 
@@ -44,7 +44,7 @@ class RetuningSync final : public GradientSync {
   /// \param profile    rank 0 tunes on it
   /// \param log        when given, receives every re-tune (rank 0's report)
   /// \param report     when given, receives this rank's statistics over all its Synchronizers at the end
-  RetuningSync(transport::Transport& t, std::size_t tensors, Tuning first, sim::Profile profile, sim::TuneSpace space,
+  RetuningSync(transport::Transport& t, std::size_t tensors, sim::Tuning first, sim::Profile profile, sim::TuneSpace space,
                std::size_t every, Build build, std::vector<Retune>* log = nullptr, Statistics* report = nullptr);
   ~RetuningSync() override;
 
@@ -67,7 +67,7 @@ class RetuningSync final : public GradientSync {
 
   transport::Transport& t_;
   std::size_t tensors_, every_;
-  Tuning tuning_;
+  sim::Tuning tuning_;
   sim::Profile profile_;
   sim::TuneSpace space_;
   Build build_;
