@@ -89,9 +89,10 @@ struct OptimizerHooks {
   std::function<void()> finished;
 };
 
-/// The first iteration's compute as the hooks saw it (its first backward pass). Rough: the first
-/// iteration is also the warm-up, and a module's forward time is what passed until the next
-/// module's forward pre-hook (a container's children count for the last of them).
+/// The first iteration's compute as the hooks saw it (its first forward and backward pass). Rough:
+/// the first iteration is also the warm-up, and a module's forward time is what passed until the
+/// next module's forward pre-hook (a container's own is about 0; functional code between modules
+/// counts for the module before it).
 struct FirstIteration {
   struct Layer {
     std::string name;
