@@ -65,10 +65,11 @@ def optimizer_state(net, opt):
 
 
 class Result:
-    def __init__(self, net, opt, losses=None, stats=None):
+    def __init__(self, net, opt, losses=None, stats=None, policies=None, tuning=None):
         self.weights = [p.detach().clone() for p in net.parameters()]
         self.state = optimizer_state(net, opt)
         self.losses, self.stats = losses, stats
+        self.policies, self.tuning = policies, tuning  # gradsync's describe() and tuning()
 
 
 def run_ddp(data, loop=plain_loop, make_model=model, make_opt=sgd, **ddp_kwargs):
@@ -87,7 +88,7 @@ def run_gradsync(data, loop=plain_loop, make_model=model, make_opt=sgd, **kwargs
     with gs.DistributedOptimizer(inner, net, **kwargs) as opt:
         losses = loop(net, opt, data, contextlib.nullcontext)
         opt.synchronize()
-        return Result(net, inner, losses, opt.stats())
+        return Result(net, inner, losses, opt.stats(), opt.describe(), opt.tuning())
 
 
 def assert_replicas_identical(tensors):

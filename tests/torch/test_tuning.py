@@ -5,22 +5,14 @@ import zlib
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 import gradsync.torch as gs
-from helpers import assert_replicas_identical, batches, model, sgd
+from helpers import assert_replicas_identical, batches, model, run_gradsync, sgd
 
 
 def trained(**kwargs):
-    net = model()
-    with gs.DistributedOptimizer(sgd(net.parameters()), net, **kwargs) as opt:
-        for x, y in batches(gs.rank(), 3):
-            F.cross_entropy(net(x), y).backward()
-            opt.step()
-            opt.zero_grad()
-        opt.synchronize()
-        weights = [p.detach().clone() for p in net.parameters()]
-        return opt.tuning(), opt.describe(), weights
+    ours = run_gradsync(batches(gs.rank(), 3), **kwargs)
+    return ours.tuning, ours.policies, ours.weights
 
 
 def test_auto_is_the_default_and_every_rank_builds_rank_0s_choice(world):
