@@ -10,6 +10,7 @@ Transformer) model, batch, threads and SGD step, synchronized by
   p3-fp16    p3 with the fp16 codec
   p3-qsgd8   p3 with the qsgd8 codec
   auto       gradsync as shipped: slicing "auto" (tuned to the link at the first step), forward, fp32, ring
+  fusion     gradsync: layers fused into units of up to 25 MiB (DDP's bucket size), forward, fp32, ring
 
 DDP ranks come from RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (torchrun is broken on Python
 3.11); gradsync ranks from mpirun. Rank 0 writes --metrics: every iteration's seconds, the
@@ -31,6 +32,7 @@ GRADSYNC = {
     "p3-fp16": dict(slicing="fixed:40000", priority="forward", codec="fp16"),
     "p3-qsgd8": dict(slicing="fixed:40000", priority="forward", codec="qsgd8"),
     "auto": dict(slicing="auto", priority="forward", codec="fp32"),
+    "fusion": dict(slicing="fusion:25MiB", priority="forward", codec="fp32"),
 }
 CONTENDERS = ["compute", "ddp", "ddp-fp16", *GRADSYNC]
 

@@ -30,7 +30,7 @@ usage: sweep.sh [options]
                       e.g. --set vgg16=8:3x224x224 (repeatable; defaults: $(for m in "${!BATCH[@]}"; do printf '%s=%s:%s ' "$m" "${BATCH[$m]}" "${INPUT[$m]}"; done))
   --nodes N           nodes, one rank each (default $nodes)
   --links LIST        unlimited or tc rates such as 300mbit, 1gbit, 10gbit (default $links)
-  --contenders LIST   of compute,hooks,ddp,ddp-fp16,wfbp,p3,p3-fp16,p3-qsgd8,auto (default: all)
+  --contenders LIST   of compute,hooks,ddp,ddp-fp16,wfbp,p3,p3-fp16,p3-qsgd8,auto,fusion (default: all but fusion)
   --iterations N      per run (default $iterations); the first --warmup are not counted
   --warmup N          (default $warmup)
   --threads N         compute threads per rank (default $threads)
@@ -84,7 +84,7 @@ for l in "${link_list[@]}"; do
   [ $loopback = 0 ] || [ "$l" = unlimited ] || die "--loopback has no shaping: use --links unlimited"
 done
 for c in "${contender_list[@]}"; do
-  [[ ,compute,hooks,ddp,ddp-fp16,wfbp,p3,p3-fp16,p3-qsgd8,auto, == *",$c,"* ]] || die "unknown contender '$c'"
+  [[ ,compute,hooks,ddp,ddp-fp16,wfbp,p3,p3-fp16,p3-qsgd8,auto,fusion, == *",$c,"* ]] || die "unknown contender '$c'"
 done
 [ $loopback = 1 ] || [ "$(id -u)" -eq 0 ] || die "network namespaces need root: run as root, or pass --loopback"
 
