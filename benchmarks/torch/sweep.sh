@@ -14,7 +14,9 @@ E2E_DIR=$REPO/benchmarks/e2e
 source "$E2E_DIR/record.sh"
 
 models=vgg16,resnet50,transformer nodes=2 links=unlimited,10gbit,1gbit,300mbit
-contenders=compute,hooks,ddp,ddp-fp16,wfbp,p3,p3-fp16,p3-qsgd8,auto
+# bench.py's contenders; the default runs all but fusion
+known_contenders=compute,hooks,ddp,ddp-fp16,wfbp,p3,p3-fp16,p3-qsgd8,auto,fusion
+contenders=${known_contenders%,fusion}
 iterations=10 warmup=2 threads=1 run_timeout=3600 install=1 loopback=0
 pythonpath=$REPO/build/default/python out=$REPO/build/e2e-torch/$(date +%Y%m%d-%H%M%S)
 # Batch per rank and input of each model: seconds of compute per iteration on one core (VGG-16
@@ -30,7 +32,7 @@ usage: sweep.sh [options]
                       e.g. --set vgg16=8:3x224x224 (repeatable; defaults: $(for m in "${!BATCH[@]}"; do printf '%s=%s:%s ' "$m" "${BATCH[$m]}" "${INPUT[$m]}"; done))
   --nodes N           nodes, one rank each (default $nodes)
   --links LIST        unlimited or tc rates such as 300mbit, 1gbit, 10gbit (default $links)
-  --contenders LIST   of compute,hooks,ddp,ddp-fp16,wfbp,p3,p3-fp16,p3-qsgd8,auto,fusion (default: all but fusion)
+  --contenders LIST   of $known_contenders (default $contenders)
   --iterations N      per run (default $iterations); the first --warmup are not counted
   --warmup N          (default $warmup)
   --threads N         compute threads per rank (default $threads)
@@ -84,7 +86,7 @@ for l in "${link_list[@]}"; do
   [ $loopback = 0 ] || [ "$l" = unlimited ] || die "--loopback has no shaping: use --links unlimited"
 done
 for c in "${contender_list[@]}"; do
-  [[ ,compute,hooks,ddp,ddp-fp16,wfbp,p3,p3-fp16,p3-qsgd8,auto,fusion, == *",$c,"* ]] || die "unknown contender '$c'"
+  [[ ,$known_contenders, == *",$c,"* ]] || die "unknown contender '$c'"
 done
 [ $loopback = 1 ] || [ "$(id -u)" -eq 0 ] || die "network namespaces need root: run as root, or pass --loopback"
 
