@@ -2,7 +2,7 @@
 # Where gradsync's CPU goes over a real link: one policy across N namespaced nodes, rank 0 under
 # `perf record -g` for a window after warm-up, its threads' CPU time from /proc, and
 # gradsync-train --trace; then the same model alone (compute only, also profiled) for comparison.
-# profile.py summarizes all of it in DIR/summary.md. `profile.sh --help` lists the options.
+# summarize_profile.py summarizes all of it in DIR/summary.md. `profile.sh --help` lists the options.
 set -uo pipefail
 E2E_DIR=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$E2E_DIR/../.." && pwd)
@@ -70,7 +70,7 @@ main() {
   mv "$out/compute-trace.json.0" "$out/compute-trace.json" && mv "$out/compute-metrics.json.0" "$out/compute-metrics.json"
   topo_destroy
 
-  /usr/bin/python3 "$E2E_DIR/profile.py" "$out" | tee "$out/summary.md"
+  /usr/bin/python3 "$E2E_DIR/summarize_profile.py" "$out" | tee "$out/summary.md"
 }
 
 # profile_rank NODE PREFIX: finds gradsync-train in the node's namespace, waits --delay, then
@@ -99,7 +99,7 @@ profile_rank() {
     >"$prefix.threads-symbols.txt" 2>/dev/null
 }
 
-# cpu_times PID: the CPU accounting profile.py compares before and after the window, one line each:
+# cpu_times PID: the CPU accounting summarize_profile.py compares before and after the window, one line each:
 #   thread TID CPU_NS RUNQUEUE_WAIT_NS    per thread of PID (/proc/.../schedstat)
 #   ours SECONDS                          CPU time of everything the topology runs (its cgroup)
 #   machine BUSY_TICKS STEAL_TICKS        all cores (/proc/stat), steal: taken by the hypervisor

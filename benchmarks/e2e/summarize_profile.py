@@ -1,7 +1,9 @@
 """Summarizes a profile.sh directory as markdown: per iteration of rank 0, where the CPU went in
 the synchronized run next to compute only - by thread (/proc), by kind of code and by symbol
 (perf), and forward / backward / wait_for + step from the --trace.
-  profile.py DIR"""
+  summarize_profile.py DIR
+(Not named profile.py: a script directory holding one shadows the standard module that
+torch._dynamo imports through cProfile.)"""
 import json
 import os
 import re
