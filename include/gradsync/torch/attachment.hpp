@@ -58,6 +58,7 @@
 #include "../core/error.hpp"
 #include "../core/layout.hpp"
 #include "../core/options.hpp"
+#include "compat.hpp"
 #include "model_check.hpp"
 
 namespace gradsync::torch {
@@ -192,6 +193,7 @@ class Attachment {
     if (open_) {
       finish();
       sync_->wait_all();
+      for (std::size_t p : trainable_) take_landed(p);
       finished_early_ = true;
     } else {
       complete(trainable_);
@@ -224,6 +226,11 @@ class Attachment {
     bool handed = false;      ///< handed over this iteration
     bool pending = false;     ///< its optimizer step (of the last finished iteration) is still to come
     bool made_grad = false;   ///< it had no gradient: step() made zeros
+    /// The .grad handed over, held until its step: the aggregate is written into its memory, and
+    /// the step needs it even if .grad was set to None meanwhile.
+    at::Tensor handed_grad;
+    std::int64_t handed_version = 0;  ///< handed_grad's version counter then: a change means in-place edits
+    bool landed = false;              ///< its aggregate is in handed_grad and was checked
     std::optional<clock::time_point> first_gradient;  ///< in the first iteration's first backward pass
     Zero zero = Zero::none;   ///< zero_grad() asked, to do after the pending step
   };
@@ -303,7 +310,7 @@ class Attachment {
 
   void attach_hooks(std::size_t p) {
     // The tensor holds its accumulator weakly: keep it, or the next graph gets a new one without hooks.
-    auto acc = ::torch::autograd::impl::grad_accumulator(model_.parameters[p].tensor);
+    compat::Accumulator acc = compat::grad_accumulator(model_.parameters[p].tensor);
     acc->add_pre_hook(std::make_unique<BeforeAccumulation>(self_, p));
     acc->add_post_hook(std::make_unique<AfterAccumulation>(self_, p));
     accumulators_.push_back(std::move(acc));
@@ -355,8 +362,32 @@ class Attachment {
 
   void hand_over(std::size_t p) {
     at::Tensor& g = model_.parameters[p].tensor.mutable_grad();
-    sync_->gradient_ready(slots_[p].layer, std::span(g.data_ptr<float>(), static_cast<std::size_t>(g.numel())));
-    slots_[p].handed = true;
+    Slot& s = slots_[p];
+    s.handed_grad = g;
+    s.handed_version = g._version();
+    s.landed = false;
+    sync_->gradient_ready(s.layer, std::span(g.data_ptr<float>(), static_cast<std::size_t>(g.numel())));
+    s.handed = true;
+  }
+
+  /// Parameter p's aggregate has landed in the .grad it was handed over from. Refuses a .grad
+  /// replaced or edited in place meanwhile (the aggregate would be lost or mixed with it); a .grad
+  /// set to None (zero_grad on the model or on the wrapped optimizer: PyTorch 2's default) gets the
+  /// aggregate back for the step and is set to None after it.
+  void take_landed(std::size_t p) {
+    Slot& s = slots_[p];
+    if (!s.handed_grad.defined()) return;
+    at::Tensor& g = model_.parameters[p].tensor.mutable_grad();
+    if (!g.defined()) {
+      g = s.handed_grad;
+      if (s.zero == Zero::none) s.zero = Zero::reset;
+    } else if (!s.landed && (!g.is_same(s.handed_grad) || g._version() != s.handed_version)) {
+      throw UsageError("gradsync: parameter '" + name(p) + "': its .grad was changed while gradsync was aggregating "
+                       "it (zeroed in place or replaced), so the aggregate would be lost; zero gradients with the "
+                       "DistributedOptimizer's zero_grad() (not the model's or the wrapped optimizer's), and edit "
+                       ".grad (clipping, unscaling) only after synchronize()");
+    }
+    s.landed = true;
   }
 
   /// Hands over what is left and ends the iteration (no wait).
@@ -392,6 +423,7 @@ class Attachment {
       if (slots_[p].pending) todo.push_back(p);
     if (todo.empty()) return;
     for (std::size_t p : todo) sync_->wait_for(slots_[p].layer);
+    for (std::size_t p : todo) take_landed(p);
     for (std::size_t p : todo)
       if (slots_[p].made_grad && all_zero(model_.parameters[p].tensor.grad()))
         model_.parameters[p].tensor.mutable_grad().reset();  // no rank had a gradient: none, as DDP leaves it
@@ -405,6 +437,7 @@ class Attachment {
       s.zero = Zero::none;
       s.pending = false;
       s.made_grad = false;
+      s.handed_grad.reset();
     }
   }
 
@@ -494,7 +527,7 @@ class Attachment {
   OptimizerHooks optimizer_;
   std::vector<Slot> slots_;
   std::shared_ptr<Attachment*> self_;  // the hooks' way back here; null once destroyed
-  std::vector<std::shared_ptr<::torch::autograd::Node>> accumulators_;
+  std::vector<compat::Accumulator> accumulators_;
   // The forward order of the first iteration: modules as they first ran, and each one's position.
   std::vector<std::size_t> fired_, fired_at_;
   std::vector<clock::time_point> fired_time_;  ///< when each of fired_ first ran

@@ -74,7 +74,8 @@ class DistributedOptimizer {
   /// Ends the iteration (Attachment::step): returns at once; the optimizer steps come before each
   /// module's next forward pass.
   void step() { attachment_.step(); }
-  void zero_grad(bool set_to_none = false) { attachment_.zero_grad(set_to_none); }
+  /// Zeroes each gradient after its pending step; set_to_none defaults as torch::optim does.
+  void zero_grad(bool set_to_none = compat::zero_grad_sets_to_none) { attachment_.zero_grad(set_to_none); }
   /// After backward: the mean gradients in .grad(); after step(): every step applied.
   void synchronize() { attachment_.synchronize(); }
   void abort(const std::string& reason) { attachment_.abort(reason); }
