@@ -3,7 +3,7 @@ JOBS ?= $(shell nproc)
 PRESET ?= default
 BUILD := build/$(PRESET)
 
-.PHONY: setup configure build run test test-asan test-tsan clean
+.PHONY: setup configure build run test test-torch2 test-asan test-tsan clean
 setup:
 	bash scripts/setup.sh
 
@@ -27,6 +27,14 @@ run: configure
 CTEST_ARGS ?=
 test: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 600 -j $(JOBS) $(CTEST_ARGS)
+
+# PyTorch 2.x from the Python registry, as its users have it: a venv kept under ~/.cache (made once;
+# pip keeps its own cache of the wheels), this checkout pip-installed into it, tests/torch on 1, 2
+# and 3 ranks against that torch's DDP (scripts/test_torch.sh runs it for any interpreter).
+TORCH2 ?= 2.15.0
+TORCH2_VENV ?= $(HOME)/.cache/gradsync/venv-torch-$(TORCH2)
+test-torch2: setup
+	bash scripts/test_torch.sh --venv $(TORCH2_VENV) $(TORCH2)
 
 # Sanitizer runs (CI runs both): the library's tests under ASan+UBSan, the threaded ones under TSan.
 # Their presets build with -g1 (line tables, enough for the sanitizers' stack traces): full -g made

@@ -7,7 +7,7 @@ packages=(build-essential cmake make pkg-config libopenmpi-dev openmpi-bin libbo
   libeigen3-dev catch2 libbenchmark-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist gnuplot-nox libtbb-dev libgloo-dev libdnnl-dev
   # PyTorch and LibTorch (gradsync::torch, the Python package gradsync.torch and their tests)
-  python3-torch libtorch-dev pybind11-dev python3-pytest python3-pytest-timeout "$@")
+  python3-torch libtorch-dev pybind11-dev python3-dev python3-venv python3-pytest python3-pytest-timeout "$@")
 # Thrust for the codec kernels: the CUDA toolkit's CCCL when installed, else Debian's.
 [ -e /usr/local/cuda/include/cccl/thrust/version.h ] || [ -e /usr/local/cuda/include/thrust/version.h ] ||
   packages+=(libthrust-dev)

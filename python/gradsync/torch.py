@@ -15,16 +15,40 @@ the communication of the last layers overlaps the forward pass of the first ones
 are those of `gradsync-train` (--slicing, --priority, --codec, --collective), by the same names.
 """
 import atexit
+import inspect
 
 import torch
 
-from . import _C
+from . import _build
+
+
+def _release(version):
+    """"2.15.0+cu132" -> "2.15.0": builds of one release (CPU, CUDA) share the C++ ABI."""
+    return version.split("+")[0]
+
+
+if _release(torch.__version__) != _release(_build.torch_version):
+    raise ImportError(f"gradsync was built for PyTorch {_build.torch_version}, but this interpreter imports PyTorch "
+                      f"{torch.__version__} ({torch.__file__}): its compiled part cannot load into another "
+                      f"version. Reinstall it for this one: pip install --no-build-isolation --force-reinstall "
+                      f"--no-deps <gradsync checkout or sdist>")
+
+from . import _C  # noqa: E402  (after the version check: a mismatched _C fails with undefined symbols)
 
 ConfigError = _C.ConfigError
 UsageError = _C.UsageError
 PeerError = _C.PeerError
 
-__all__ = ["DistributedOptimizer", "rank", "size", "broadcast", "ConfigError", "UsageError", "PeerError"]
+__all__ = ["DistributedOptimizer", "rank", "size", "broadcast", "build_info", "ConfigError", "UsageError",
+           "PeerError"]
+
+
+def build_info():
+    """What this gradsync was built for and with: its version, the PyTorch it was compiled against
+    (and the one running), the interpreter, the compiler, and the transports compiled in."""
+    return {"gradsync": _build.version, "torch": _build.torch_version, "torch_running": torch.__version__,
+            "python": _build.python, "compiler": _build.compiler,
+            "mpi": _build.mpi, "gloo": _build.gloo, "nccl": _build.nccl}
 
 
 def rank():
@@ -48,6 +72,15 @@ def broadcast(tensor):
 
 
 atexit.register(_C.shutdown)
+
+
+def _zero_grad_default(optimizer):
+    """The set_to_none that optimizer.zero_grad() uses when not told."""
+    for method in (type(optimizer).zero_grad, torch.optim.Optimizer.zero_grad):
+        parameter = inspect.signature(method).parameters.get("set_to_none")
+        if parameter is not None and parameter.default is not inspect.Parameter.empty:
+            return bool(parameter.default)
+    return False
 
 
 class _Stepper:
@@ -125,6 +158,7 @@ class DistributedOptimizer:
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"gradsync: DistributedOptimizer needs the torch.nn.Module it trains, not {type(model).__name__}")
         self.optimizer = optimizer
+        self._zero_to_none = _zero_grad_default(optimizer)
         named = list(model.named_parameters())  # each tensor once: tied ones under their first name
         index = {id(p): i for i, (_, p) in enumerate(named)}
         group_of = [None] * len(named)
@@ -176,9 +210,13 @@ class DistributedOptimizer:
                 self._hooks.pop(i).remove()
         return loss
 
-    def zero_grad(self, set_to_none=False):
-        """Zeroes the optimized parameters' gradients, each right after its pending optimizer step."""
-        self._core.zero_grad(set_to_none)
+    def zero_grad(self, set_to_none=None):
+        """Zeroes the optimized parameters' gradients, each right after its pending optimizer step.
+        set_to_none: as the wrapped optimizer's zero_grad() defaults (PyTorch 2.x: True, 1.13:
+        False), so a loop computes what it computes without gradsync."""
+        if set_to_none is None:
+            set_to_none = self._zero_to_none
+        self._core.zero_grad(bool(set_to_none))
 
     def synchronize(self):
         """Lands everything in flight. After backward() and before step(): every .grad holds the

@@ -182,3 +182,39 @@ def test_parameters_outside_the_optimizer(world):
 def test_channels_last_parameters(world):
     """Dense but not contiguous (channels-last convolution weights): aggregated in memory order."""
     compare(batches(world[0], 3), make_model=lambda: model().to(memory_format=torch.channels_last))
+
+
+def test_autocast_bf16(world):
+    """Mixed precision on the CPU: bf16 compute, fp32 parameters and gradients (what gradsync
+    aggregates), the documented synchronize() -> clip -> step() order."""
+    def loop(net, opt, data, no_sync):
+        for x, y in data:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = F.cross_entropy(net(x), y)
+            loss.backward()
+            if hasattr(opt, "synchronize"):
+                opt.synchronize()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad()
+        return []
+
+    compare(batches(world[0], 4), loop=loop)
+
+
+@pytest.mark.skipif(not hasattr(torch, "compile"), reason="torch.compile is PyTorch 2.x")
+def test_compiled_model(world):
+    """torch.compile(model): the module hooks run at graph breaks, the gradient hooks after the
+    compiled backward; the weights are DDP's on the same compiled model."""
+    import torch._dynamo
+
+    def loop(net, opt, data, no_sync):
+        compiled = torch.compile(net, backend="aot_eager")
+        for x, y in data:
+            F.cross_entropy(compiled(x), y).backward()
+            opt.step()
+            opt.zero_grad()
+        return []
+
+    torch._dynamo.reset()
+    compare(batches(world[0], 3), loop=loop)

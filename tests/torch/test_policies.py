@@ -27,6 +27,10 @@ def test_every_policy_trains(world, policies):
         with pytest.raises(gs.UsageError, match="collective 'mpi' runs MPI's own all-reduce and needs transport::Mpi"):
             run_gradsync(batches(world[0], 1), **policies)
         return
+    if policies == dict(collective="gloo") and not gs.build_info()["gloo"]:
+        with pytest.raises(gs.ConfigError, match="collective 'gloo' needs gradsync built with Gloo"):
+            run_gradsync(batches(world[0], 1), **policies)
+        return
     ours = run_gradsync(batches(world[0], 3), **policies)
     assert all(torch.isfinite(torch.tensor(ours.losses)))
     assert_replicas_identical(ours.weights)

@@ -86,7 +86,8 @@ struct AnyCollective {
         return {GlooNative(s.iface)};
 #else
         throw ConfigError("gradsync: collective 'gloo' needs gradsync built with Gloo: install libgloo-dev (Debian) "
-                          "and link the gradsync::gloo target; otherwise use 'ring'");
+                          "and link the gradsync::gloo target (gradsync.torch built for a PyTorch wheel leaves it "
+                          "out: the wheel's own Gloo would take its symbols); otherwise use 'ring'");
 #endif
       case K::nccl:
 #if defined(GRADSYNC_WITH_NCCL)
