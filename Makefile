@@ -1,5 +1,9 @@
 # The two README commands. Each sets up the machine (Debian packages), builds and runs.
 JOBS ?= $(shell nproc)
+# ccache (CMakeLists.txt uses it when installed): paths relative to the checkout, so every clone
+# of these sources shares the cache; no working directory in the hash (the sanitizer presets' -g1).
+export CCACHE_BASEDIR ?= $(CURDIR)
+export CCACHE_NOHASHDIR ?= 1
 PRESET ?= default
 BUILD := build/$(PRESET)
 

@@ -3,7 +3,7 @@
 # names its own). Idempotent: skips what is installed, runs `apt-get update` once before
 # installing, uses sudo when not root.
 set -euo pipefail
-packages=(build-essential cmake make pkg-config libopenmpi-dev openmpi-bin libboost-dev
+packages=(build-essential cmake make pkg-config ccache libopenmpi-dev openmpi-bin libboost-dev
   libeigen3-dev catch2 libbenchmark-dev libcli11-dev nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist gnuplot-nox libtbb-dev libgloo-dev libdnnl-dev
   # PyTorch and LibTorch (gradsync::torch, the Python package gradsync.torch and their tests)
