@@ -5,6 +5,8 @@ Transformer) model, batch, threads and SGD step, synchronized by
   hooks      gradsync.torch in a world of one: the hooks' cost over plain PyTorch, no network
   ddp        DistributedDataParallel, gloo, default buckets (25 MB)
   ddp-fp16   the same with DDP's fp16_compress_hook
+  ddp-view   DDP with the settings its documentation recommends where the model allows them:
+             gradient_as_bucket_view=True (no copy into the buckets), static_graph=True
   wfbp       gradsync: whole layers, FIFO, fp32, ring (wait-free backprop)
   p3         gradsync: fixed:40000, forward, fp32, ring (P3)
   p3-fp16    p3 with the fp16 codec
@@ -34,7 +36,8 @@ GRADSYNC = {
     "auto": dict(slicing="auto", priority="forward", codec="fp32"),
     "fusion": dict(slicing="fusion:25MiB", priority="forward", codec="fp32"),
 }
-CONTENDERS = ["compute", "ddp", "ddp-fp16", *GRADSYNC]
+DDP = {"ddp": {}, "ddp-fp16": {}, "ddp-view": dict(gradient_as_bucket_view=True, static_graph=True)}
+CONTENDERS = ["compute", *DDP, *GRADSYNC]
 
 
 class TransformerLM(nn.Module):
@@ -102,7 +105,7 @@ def main():
     if a.contender.startswith("ddp"):
         torch.distributed.init_process_group("gloo")  # env:// rendezvous
         rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
-        model = nn.parallel.DistributedDataParallel(net)
+        model = nn.parallel.DistributedDataParallel(net, **DDP[a.contender])
         if a.contender == "ddp-fp16":
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
@@ -135,7 +138,8 @@ def main():
         with open(a.metrics, "w") as out:
             json.dump({"config": {"model": a.model, "contender": a.contender, "batch_per_rank": a.batch,
                                   "input": a.input, "threads": a.threads, "ranks": world,
-                                  "torch": torch.__version__,
+                                  "torch": torch.__version__, "torch_config": torch.__config__.show(),
+                                  "ddp_settings": DDP.get(a.contender), "bucket_cap_mb": 25,
                                   "blas": blas_library() + (f" (OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']})"
                                                             if os.environ.get("OPENBLAS_CORETYPE") else "")},
                        "parameters": parameters, "iterations": a.iterations, "iteration_seconds": seconds,

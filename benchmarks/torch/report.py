@@ -23,11 +23,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 from report import gnuplot, link_rates, load_json  # noqa: E402  the e2e sweep's helpers
 
-ORDER = ["wfbp", "p3", "auto", "fusion", "p3-fp16", "p3-qsgd8", "ddp", "ddp-fp16", "hooks", "compute"]
-BITS = {"wfbp": 32, "p3": 32, "auto": 32, "fusion": 32, "p3-fp16": 16, "p3-qsgd8": 8.0625, "ddp": 32, "ddp-fp16": 16}
+ORDER = ["wfbp", "p3", "auto", "fusion", "p3-fp16", "p3-qsgd8", "ddp", "ddp-view", "ddp-fp16", "hooks", "compute"]
+BITS = {"wfbp": 32, "p3": 32, "auto": 32, "fusion": 32, "p3-fp16": 16, "p3-qsgd8": 8.0625, "ddp": 32, "ddp-view": 32,
+        "ddp-fp16": 16}
 NAMES = {"wfbp": "gradsync WFBP", "p3": "gradsync P3 fp32", "auto": "gradsync default (slicing auto) fp32",
          "fusion": "gradsync fusion:25MiB fp32",
          "p3-fp16": "gradsync P3 fp16", "p3-qsgd8": "gradsync P3 qsgd8", "ddp": "DDP", "ddp-fp16": "DDP fp16 hook",
+         "ddp-view": "DDP gradient_as_bucket_view + static_graph",
          "hooks": "gradsync hooks, 1 node", "compute": "compute only"}
 
 

@@ -14,11 +14,11 @@ E2E_DIR=$REPO/benchmarks/e2e
 source "$E2E_DIR/record.sh"
 
 models=vgg16,resnet50,transformer nodes=2 links=unlimited,10gbit,1gbit,300mbit
-# bench.py's contenders; the default runs all but fusion
-known_contenders=compute,hooks,ddp,ddp-fp16,wfbp,p3,p3-fp16,p3-qsgd8,auto,fusion
-contenders=${known_contenders%,fusion}
-iterations=10 warmup=2 threads=1 run_timeout=3600 install=1 loopback=0
-pythonpath=$REPO/build/default/python out=$REPO/build/e2e-torch/$(date +%Y%m%d-%H%M%S)
+# bench.py's contenders; the default runs all but fusion and ddp-view
+known_contenders=compute,hooks,ddp,ddp-fp16,wfbp,p3,p3-fp16,p3-qsgd8,auto,fusion,ddp-view
+contenders=${known_contenders%,fusion,ddp-view}
+iterations=10 warmup=2 threads=1 run_timeout=3600 install=1 loopback=0 python=/usr/bin/python3
+pythonpath= out=$REPO/build/e2e-torch/$(date +%Y%m%d-%H%M%S)
 # Batch per rank and input of each model: seconds of compute per iteration on one core (VGG-16
 # ~46 GFLOP an image at 224x224, a quarter of it at 112; ResNet-50 ~12; the Transformer, 44M
 # parameters, ~6 x parameters FLOP a token). Calibrate with --set on another machine.
@@ -36,7 +36,11 @@ usage: sweep.sh [options]
   --iterations N      per run (default $iterations); the first --warmup are not counted
   --warmup N          (default $warmup)
   --threads N         compute threads per rank (default $threads)
-  --pythonpath DIR    where the gradsync package is (default build/default/python)
+  --python PATH       the interpreter every contender runs under (default /usr/bin/python3: Debian's
+                      PyTorch 1.13 on OpenBLAS, checked); a venv's (PyTorch 2.x) must have gradsync
+                      pip-installed (scripts/test_torch.sh does) and torchvision
+  --pythonpath DIR    where the gradsync package is (default: build/default/python with
+                      /usr/bin/python3, none with --python)
   --out DIR           results (default build/e2e-torch/<date>-<time>)
   --run-timeout S     end a run after S seconds (default $run_timeout)
   --loopback          no namespaces: every rank on this machine's loopback, links must be unlimited
@@ -51,7 +55,7 @@ die() {
 
 while [ $# -gt 0 ]; do
   case $1 in
-    --models | --nodes | --links | --contenders | --iterations | --warmup | --threads | --pythonpath | --out | --run-timeout)
+    --models | --nodes | --links | --contenders | --iterations | --warmup | --threads | --python | --pythonpath | --out | --run-timeout)
       [ $# -ge 2 ] || die "$1 needs a value"
       opt=${1#--}
       printf -v "${opt//-/_}" %s "$2"
@@ -90,20 +94,31 @@ for c in "${contender_list[@]}"; do
 done
 [ $loopback = 1 ] || [ "$(id -u)" -eq 0 ] || die "network namespaces need root: run as root, or pass --loopback"
 
-# ---- what the sweep needs from Debian; PyTorch's BLAS must be OpenBLAS, as a user's would be ----
-packages=(iproute2 openmpi-bin python3-torch python3-torchvision libopenblas0-pthread gnuplot-nox)
+[ -x "$python" ] || die "--python $python is not an executable interpreter"
+debian_torch=0
+[ "$python" = /usr/bin/python3 ] && debian_torch=1
+[ $debian_torch = 0 ] || [ -n "$pythonpath" ] || pythonpath=$REPO/build/default/python
+
+# ---- what the sweep needs from Debian; Debian's PyTorch must run on OpenBLAS, as a user's would ----
+packages=(iproute2 openmpi-bin gnuplot-nox)
+[ $debian_torch = 0 ] || packages+=(python3-torch python3-torchvision libopenblas0-pthread)
 if [ $install = 1 ]; then
   bash "$REPO/scripts/setup.sh" "${packages[@]}" || die "installing ${packages[*]} failed"
 fi
-blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)
-[[ $blas == *openblas* ]] ||
-  die "PyTorch's BLAS is $blas, not OpenBLAS: apt-get install libopenblas0-pthread (update-alternatives --config libblas.so.3-x86_64-linux-gnu)"
-PYTHONPATH=$pythonpath /usr/bin/python3 -c "import gradsync.torch, torchvision" 2>/dev/null ||
-  die "/usr/bin/python3 cannot import gradsync.torch from $pythonpath or torchvision: build gradsync_python (cmake --build build/default --target gradsync_python) or pass --pythonpath"
+coretype=
+if [ $debian_torch = 1 ]; then
+  blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)
+  [[ $blas == *openblas* ]] ||
+    die "PyTorch's BLAS is $blas, not OpenBLAS: apt-get install libopenblas0-pthread (update-alternatives --config libblas.so.3-x86_64-linux-gnu)"
+  # OpenBLAS picks its kernels by CPU model; on a CPU it does not know (a VM's) it may take an older
+  # core than the flags allow: then every rank gets the one torch_blas.py names, as a user would set.
+  coretype=$(/usr/bin/python3 "$REPO/benchmarks/torch_blas.py" --coretype) || die "torch_blas.py --coretype failed"
+else # a wheel: its own BLAS (MKL) and oneDNN, recorded by bench.py from torch.__config__
+  blas="the wheel's own ($("$python" -c 'import torch; print(torch.__version__)' 2>/dev/null))"
+fi
+PYTHONPATH=$pythonpath "$python" -c "import gradsync.torch, torchvision" ||
+  die "$python cannot import gradsync.torch${pythonpath:+ from $pythonpath} or torchvision: build gradsync_python (cmake --build build/default --target gradsync_python), pip install gradsync and torchvision into that environment (scripts/test_torch.sh), or pass --pythonpath"
 export PYTHONPATH=$pythonpath OMP_NUM_THREADS=$threads
-# OpenBLAS picks its kernels by CPU model; on a CPU it does not know (a VM's) it may take an older
-# core than the flags allow: then every rank gets the one torch_blas.py names, as a user would set.
-coretype=$(/usr/bin/python3 "$REPO/benchmarks/torch_blas.py" --coretype) || die "torch_blas.py --coretype failed"
 mpi_env=(-x PYTHONPATH -x OMP_NUM_THREADS)
 [ -z "$coretype" ] || { export OPENBLAS_CORETYPE=$coretype; mpi_env+=(-x OPENBLAS_CORETYPE); }
 
@@ -138,7 +153,7 @@ free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("
 run() {
   local model=$1 link=$2 contender=$3 tag=$1.$2.$3 rc start
   local log=$out/raw/$tag.log metrics=$out/raw/$tag.json
-  local bench=(/usr/bin/python3 "$HERE/bench.py" --model "$model" --contender "$contender" --batch "${BATCH[$model]}"
+  local bench=("$python" -P "$HERE/bench.py" --model "$model" --contender "$contender" --batch "${BATCH[$model]}"
     --input "${INPUT[$model]}" --iterations "$iterations" --threads "$threads" --timeout "$run_timeout")
   : >"$log"
   start=$(date +%s.%N)
