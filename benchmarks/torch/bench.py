@@ -21,6 +21,7 @@ parameters, the BLAS library PyTorch loaded, gradsync's counters.
 import argparse
 import json
 import os
+import re
 import time
 
 import torch
@@ -66,11 +67,16 @@ def build(model, classes):
 
 
 def blas_library():
-    """The BLAS shared object this process loaded (the sweep requires OpenBLAS)."""
+    """The BLAS PyTorch runs on: the MKL a registry wheel carries inside libtorch_cpu, or the shared
+    object Debian's PyTorch loaded (libblas.so.3: the sweep requires OpenBLAS). Not numpy's own."""
+    config = torch.__config__.show()
+    if "BLAS_INFO=mkl" in config:
+        version = re.search(r"Math Kernel Library Version (\S+)", config)
+        return f"MKL {version.group(1) if version else '(version not shown)'}, inside libtorch_cpu"
     with open("/proc/self/maps") as maps:
         for line in maps:
             path = line.split()[-1]
-            if "blas" in os.path.basename(path):
+            if "blas" in os.path.basename(path) and "numpy" not in path:
                 return os.path.realpath(path)
     return ""
 
