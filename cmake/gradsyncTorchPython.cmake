@@ -13,7 +13,7 @@
 include_guard(GLOBAL)
 function(gradsync_torch_of_interpreter python)
   set(query [=[
-import sys, torch, torch.utils.cpp_extension as ce, os
+import os, torch, torch.utils.cpp_extension as ce
 print(torch.__version__)
 print(int(torch._C._GLIBCXX_USE_CXX11_ABI))
 print("|".join(ce.include_paths()))
