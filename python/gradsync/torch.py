@@ -287,5 +287,6 @@ class DistributedOptimizer:
         return self._core.trace()
 
     def abort(self, reason):
-        """Stops this rank's synchronizer and tells every peer (their next call raises PeerError)."""
+        """Stops this rank's synchronizer and tells every peer: their next step or synchronize raises
+        PeerError (a backward under way raises autograd's RuntimeError with the same message)."""
         self._core.abort(reason)
