@@ -12,6 +12,7 @@
 
 #include <gradsync/sim/models.hpp>
 #include <gradsync/sim/profile_json.hpp>
+#include <gradsync/transport/in_process.hpp>
 #include <gradsync/transport/throttled.hpp>
 #if defined(GRADSYNC_WITH_MPI)
 #include <gradsync/transport/mpi.hpp>

@@ -17,6 +17,7 @@
 ///   gradsync::AnySynchronizer sync{transport, layout, options, policies};
 /// \endcode
 #include <string>
+#include <string_view>
 
 #include "codec/any.hpp"
 #include "collective/any.hpp"
@@ -51,5 +52,20 @@ class AnySynchronizer
   AnySynchronizer(transport::Transport& t, ModelLayout layout, Options options, Policies policies)
       : Base(t, std::move(layout), std::move(options), std::move(policies)) {}
 };
+
+#if defined(GRADSYNC_ANY_LIBRARY)
+// Linked to gradsync::any (CMake), which holds the one instantiation of the run-time synchronizer:
+// these declarations keep every other translation unit from compiling it again. The library and
+// its users must see the same AnyCollective, so the backends it was built with must be these.
+static_assert(collective::AnyCollective::backends == std::string_view(GRADSYNC_ANY_LIBRARY),
+              "gradsync::any was built with other optional backends (GRADSYNC_WITH_MPI/GLOO/NCCL) than this "
+              "target: link the gradsync::any library built with this target's backends (gradsync_any_library() "
+              "in cmake/gradsyncAny.cmake), or do not link one");
+extern template class Synchronizer<slicing::AnySlicing, priority::AnyPriority, codec::AnyCodec, collective::AnyCollective>;
+extern template class schedule::Engine<slicing::AnySlicing, priority::AnyPriority, codec::AnyCodec,
+                                       collective::AnyCollective>;
+extern template class schedule::Plan<slicing::AnySlicing, priority::AnyPriority, codec::AnyCodec,
+                                     collective::AnyCollective>;
+#endif
 
 }  // namespace gradsync

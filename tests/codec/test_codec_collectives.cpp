@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include <gradsync/any_synchronizer.hpp>
+
 #include "support/codec_bound.hpp"
 
 using namespace gradsync;

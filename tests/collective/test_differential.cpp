@@ -9,6 +9,11 @@
 
 #include <gradsync/collective/differential_ps.hpp>
 
+#include <gradsync/any_synchronizer.hpp>
+#include <gradsync/codec/identity.hpp>
+#include <gradsync/priority/forward_order.hpp>
+#include <gradsync/slicing/fixed_slices.hpp>
+
 #include "support/memory_channels.hpp"
 #include "support/ranks.hpp"
 

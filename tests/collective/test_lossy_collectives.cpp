@@ -8,6 +8,8 @@
 #include <cstring>
 #include <mutex>
 
+#include <gradsync/any_synchronizer.hpp>
+
 #include "support/forwarding.hpp"
 #include "support/ranks.hpp"
 

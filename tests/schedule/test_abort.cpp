@@ -8,6 +8,10 @@
 #include <random>
 #include <thread>
 
+#include <gradsync/any_synchronizer.hpp>
+#include <gradsync/schedule/tags.hpp>
+#include <gradsync/schedule/watchdog.hpp>
+
 #include "support/forwarding.hpp"
 #include "support/ranks.hpp"
 

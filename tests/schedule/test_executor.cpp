@@ -10,6 +10,15 @@
 #include <mutex>
 #include <thread>
 
+#include <gradsync/codec/identity.hpp>
+#include <gradsync/collective/ring.hpp>
+#include <gradsync/priority/forward_order.hpp>
+#include <gradsync/schedule/control.hpp>
+#include <gradsync/schedule/executor.hpp>
+#include <gradsync/schedule/leader.hpp>
+#include <gradsync/schedule/units.hpp>
+#include <gradsync/slicing/fusion.hpp>
+
 #include "support/ranks.hpp"
 
 using namespace gradsync;

@@ -1,6 +1,8 @@
 // schedule::handshake: whole texts compared, one verdict on every rank, one session.
 #include <catch2/catch.hpp>
 
+#include <gradsync/schedule/handshake.hpp>
+
 #include "support/ranks.hpp"
 
 using namespace gradsync;

@@ -12,6 +12,16 @@
 #include <set>
 #include <thread>
 
+#include <gradsync/codec/identity.hpp>
+#include <gradsync/collective/parameter_server.hpp>
+#include <gradsync/collective/ring.hpp>
+#include <gradsync/priority/fifo.hpp>
+#include <gradsync/priority/forward_order.hpp>
+#include <gradsync/schedule/tags.hpp>
+#include <gradsync/slicing/fixed_slices.hpp>
+#include <gradsync/slicing/whole_layer.hpp>
+#include <gradsync/synchronizer.hpp>
+
 #include "support/forwarding.hpp"
 #include "support/ranks.hpp"
 

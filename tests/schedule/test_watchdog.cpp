@@ -9,6 +9,10 @@
 #include <string>
 #include <thread>
 
+#include <gradsync/schedule/control.hpp>
+#include <gradsync/schedule/watchdog.hpp>
+#include <gradsync/transport/cancellable.hpp>
+
 #include "support/ranks.hpp"
 
 using namespace gradsync;

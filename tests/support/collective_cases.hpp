@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
+#include <gradsync/priority/forward_order.hpp>
+#include <gradsync/slicing/fixed_slices.hpp>
 #include <gradsync/synchronizer.hpp>
 
 #include "lossy_codec.hpp"

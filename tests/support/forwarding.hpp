@@ -1,7 +1,7 @@
 #pragma once
 // Test support: a transport that forwards everything to another one. Test transports derive from
 // it and override only what they change (a gate, a wrong world size, a span called GPU memory).
-#include <gradsync/gradsync.hpp>
+#include <gradsync/transport/transport.hpp>
 
 namespace testing {
 

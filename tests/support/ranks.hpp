@@ -1,6 +1,7 @@
 #pragma once
 // Test support: run a function on N in-process ranks and gather results on the main thread
 // (Catch2 assertions are not thread-safe, so ranks return values and tests assert after join).
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <exception>
@@ -8,7 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include <gradsync/gradsync.hpp>
+#include <gradsync/core/layout.hpp>
+#include <gradsync/transport/in_process.hpp>
 
 namespace testing {
 

@@ -9,6 +9,8 @@
 #include <span>
 #include <vector>
 
+#include <gradsync/any_synchronizer.hpp>
+
 #include "ranks.hpp"
 
 namespace testing {

@@ -11,7 +11,8 @@
 #include <set>
 #include <vector>
 
-#include <gradsync/gradsync.hpp>
+#include <gradsync/core/error.hpp>
+#include <gradsync/transport/transport.hpp>
 
 namespace testing {
 

@@ -8,6 +8,14 @@
 #include <cstdlib>
 #include <new>
 
+#include <gradsync/codec/identity.hpp>
+#include <gradsync/collective/differential_ps.hpp>
+#include <gradsync/collective/parameter_server.hpp>
+#include <gradsync/collective/ring.hpp>
+#include <gradsync/priority/forward_order.hpp>
+#include <gradsync/slicing/fixed_slices.hpp>
+#include <gradsync/synchronizer.hpp>
+
 #include "support/ranks.hpp"
 
 namespace {

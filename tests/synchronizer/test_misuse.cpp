@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include <gradsync/any_synchronizer.hpp>
+
 #include "support/forwarding.hpp"
 #include "support/ranks.hpp"
 

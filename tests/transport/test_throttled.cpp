@@ -3,6 +3,8 @@
 
 #include <thread>
 
+#include <gradsync/transport/throttled.hpp>
+
 #include "support/reference.hpp"
 
 using namespace gradsync;

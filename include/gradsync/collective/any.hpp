@@ -40,6 +40,20 @@
 namespace gradsync::collective {
 
 struct AnyCollective {
+  /// The optional backends compiled in ("mpi,gloo"): they change the variant below, so code built
+  /// with one set must not link an instantiation built with another (any_synchronizer.hpp checks).
+  static constexpr std::string_view backends = ""
+#if defined(GRADSYNC_WITH_MPI)
+                                               "mpi,"
+#endif
+#if defined(GRADSYNC_WITH_GLOO)
+                                               "gloo,"
+#endif
+#if defined(GRADSYNC_WITH_NCCL)
+                                               "nccl,"
+#endif
+      ;
+
   std::variant<Ring, ParameterServer, ReduceBroadcast, Hierarchical, Hybrid, DifferentialPs
 #if defined(GRADSYNC_WITH_MPI)
                ,

@@ -44,41 +44,14 @@ template <class Slicing, class Priority, class Codec, class Collective>
 class Engine {
  public:
   /// `user` and `plan` outlive the engine. Throws what the handshake finds.
-  Engine(transport::Transport& user, Plan<Slicing, Priority, Codec, Collective>& plan)
-      : user_(user), plan_(plan), t_(user_, plan.options.timeout),
-        table_(plan.layout, plan.units, plan.fp32_below, plan.residuals, plan.policies.slicing.describe()),
-        leader_(t_, control_, plan.options, plan.lane_capacity, table_),
-        executors_({t_, plan.policies.priority, plan.policies.codec, plan.policies.collective, runtime_, plan.layout,
-                    table_, leader_, control_, stats_, plan.options}),
-        watchdog_({user_, t_, control_, &leader_, [this] { return runtime_ ? runtime_->stall() : transport::Wait{}; }},
-                  handshake(t_, plan.hello), plan.options.timeout) {
-    std::vector<std::size_t> elements;
-    for (const Unit& u : table_.units()) elements.push_back(u.elements);
-    runtime_ = collective::start(plan.policies.collective, {.transport = t_, .elements = std::move(elements),
-                                                            .lane_capacity = plan.lane_capacity,
-                                                            .session = watchdog_.session()});
-    for (std::size_t i = 0; i < executors_.size(); ++i)
-      threads_.emplace_back([this, i] { guarded([this, i] { executors_.run(executors_.slot(i)); }); });
-    watchdog_.start();
-  }
+  Engine(transport::Transport& user, Plan<Slicing, Priority, Codec, Collective>& plan);
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
   /// Lets in-flight units finish (the peers need this rank for them; the watchdog gives up after
   /// the timeout), then stops the threads. In the middle of an iteration (some layers handed over,
   /// not all) it first tells every peer this rank stopped, so they fail at once.
-  ~Engine() {
-    const std::int64_t iter = iteration_.load();
-    std::size_t handed = 0;
-    for (std::size_t l = 0; l < table_.layers(); ++l) handed += table_.submitted(l) == iter;
-    if (handed > 0 && handed < table_.layers())
-      abort("its Synchronizer was destroyed in the middle of iteration " + std::to_string(iter) + " (" +
-            std::to_string(handed) + " of " + std::to_string(table_.layers()) + " layers handed over)");
-    watchdog_.wait([&] { return table_.all_done(); }, "~Synchronizer", 0);
-    watchdog_.stop(std::make_exception_ptr(UsageError("gradsync: the synchronizer was destroyed")));
-    runtime_->stop();
-    for (auto& th : threads_) th.join();
-  }
+  ~Engine();
 
   /// Marks `layer`'s units for this iteration and reports the ready ones to rank 0, once the
   /// previous iteration's units of the layer are done with `grad`.
@@ -172,5 +145,42 @@ class Engine {
   std::vector<std::thread> threads_;
   std::atomic<std::int64_t> iteration_{0};
 };
+
+
+// Out of the class body, so that an explicit instantiation declaration (any_synchronizer.hpp's,
+// for gradsync::any) keeps every translation unit from instantiating the threads' whole path.
+template <class Slicing, class Priority, class Codec, class Collective>
+Engine<Slicing, Priority, Codec, Collective>::Engine(transport::Transport& user,
+                                                     Plan<Slicing, Priority, Codec, Collective>& plan)
+    : user_(user), plan_(plan), t_(user_, plan.options.timeout),
+      table_(plan.layout, plan.units, plan.fp32_below, plan.residuals, plan.policies.slicing.describe()),
+      leader_(t_, control_, plan.options, plan.lane_capacity, table_),
+      executors_({t_, plan.policies.priority, plan.policies.codec, plan.policies.collective, runtime_, plan.layout,
+                  table_, leader_, control_, stats_, plan.options}),
+      watchdog_({user_, t_, control_, &leader_, [this] { return runtime_ ? runtime_->stall() : transport::Wait{}; }},
+                handshake(t_, plan.hello), plan.options.timeout) {
+  std::vector<std::size_t> elements;
+  for (const Unit& u : table_.units()) elements.push_back(u.elements);
+  runtime_ = collective::start(plan.policies.collective, {.transport = t_, .elements = std::move(elements),
+                                                          .lane_capacity = plan.lane_capacity,
+                                                          .session = watchdog_.session()});
+  for (std::size_t i = 0; i < executors_.size(); ++i)
+    threads_.emplace_back([this, i] { guarded([this, i] { executors_.run(executors_.slot(i)); }); });
+  watchdog_.start();
+}
+
+template <class Slicing, class Priority, class Codec, class Collective>
+Engine<Slicing, Priority, Codec, Collective>::~Engine() {
+  const std::int64_t iter = iteration_.load();
+  std::size_t handed = 0;
+  for (std::size_t l = 0; l < table_.layers(); ++l) handed += table_.submitted(l) == iter;
+  if (handed > 0 && handed < table_.layers())
+    abort("its Synchronizer was destroyed in the middle of iteration " + std::to_string(iter) + " (" +
+          std::to_string(handed) + " of " + std::to_string(table_.layers()) + " layers handed over)");
+  watchdog_.wait([&] { return table_.all_done(); }, "~Synchronizer", 0);
+  watchdog_.stop(std::make_exception_ptr(UsageError("gradsync: the synchronizer was destroyed")));
+  runtime_->stop();
+  for (auto& th : threads_) th.join();
+}
 
 }  // namespace gradsync::schedule

@@ -4,7 +4,7 @@
 //   SynchronizerHook<Sync>  any Synchronizer<Slicing, Priority, Codec, Collective>, policies fixed
 //                           at compile time (examples/09_trainer_compile_time.cpp)
 //   LibrarySync             AnySynchronizer: policies chosen by name at run time (gradsync-train)
-#include <gradsync/gradsync.hpp>
+#include <gradsync/any_synchronizer.hpp>
 
 #include "gradsync/trainer/model.hpp"
 #include "gradsync/trainer/sync.hpp"
