@@ -173,7 +173,9 @@ done
 if [ -z "$host" ]; then
   log=$work/nccl.log
   set +e
-  NCCL_DEBUG=WARN timeout 40 "${mpi[@]}" -x NCCL_DEBUG "$train" "${common[@]}" --iterations 5 --collective nccl \
+  nccl_args=("${common[@]}")  # 5 iterations: the answer is whether NCCL starts at all
+  for i in "${!nccl_args[@]}"; do [ "${nccl_args[$i]}" = --iterations ] && nccl_args[i + 1]=5; done
+  NCCL_DEBUG=WARN timeout 40 "${mpi[@]}" -x NCCL_DEBUG "$train" "${nccl_args[@]}" --collective nccl \
     --print-digest >"$log" 2>&1
   rc=$?
   if [ "$rc" -eq 0 ] && digests_agree "$log"; then
@@ -181,7 +183,11 @@ if [ -z "$host" ]; then
   elif [ "$rc" -eq 124 ]; then
     answer="no answer within 40 s (killed); last lines: $(tail -3 "$log" | tr '\n' ' ' | cut -c1-300)"
   else
-    answer="exit $rc. NCCL: \`$(grep -m1 'NCCL WARN' "$log" | cut -c1-200)\`; gradsync-train: \`$(grep -m1 'error:' "$log" | cut -c1-300)\`"
+    # gradsync-train's own words: its first error, else its command line's complaint (never
+    # Open MPI's or PMIx's chatter about their plugins)
+    said=$(grep -v -i -E 'pmix|dlopen' "$log" | grep -m1 'error:' | cut -c1-300)
+    [ -n "$said" ] || said=$(grep -v -i -E 'pmix|dlopen' "$log" | grep -m1 -E 'required|invalid|unknown' | cut -c1-300)
+    answer="exit $rc. NCCL: \`$(grep -m1 'NCCL WARN' "$log" | cut -c1-200)\`; gradsync-train: \`$said\`"
   fi
   set -e
   cp "$log" "$(dirname "$out")/two_ranks_nccl.log"  # NCCL's own words, whatever they were
