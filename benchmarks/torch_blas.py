@@ -1,4 +1,4 @@
-"""The BLAS under PyTorch, checked before every PyTorch run in benchmarks/ (issue 31).
+"""The BLAS under PyTorch, checked before every PyTorch run in benchmarks/.
 
 Debian's python3-torch is built against the generic libblas.so.3, and a fresh Debian machine has
 only the reference (Netlib) implementation behind it: about 5 GFLOP/s on one core, which made

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Online re-tuning (issue 16) on real links: gradsync-train --slicing auto (--tune, spelt so that
+# Online re-tuning on real links: gradsync-train --slicing auto (--tune, spelt so that
 # Open MPI leaves it alone) --retune-every under mpirun across topology.sh's network namespaces,
 # every link shaped to FROM; a few seconds into training the script reshapes every link to TO
 # under the running job (tc, as a congested or rerouted network would). Checks that every rank

@@ -1,6 +1,6 @@
 // Device codec throughput on a 64 MiB fp32 unit (16 Mi elements) next to cudaMemcpy D2D of the
 // same unit, in the same run: encode, decode_add (asynchronous, with a WireStatus) and
-// decode_add_encode (the collectives' owner step) of every codec issue 33 sets goals for, with the
+// decode_add_encode (the collectives' owner step) of every codec with a speed goal, with the
 // residual on where the codec keeps one (onebit, topk, ef+), as in training.
 //
 // Ratios: bytes_per_second counts the unit's fp32 input (64 MiB) for every benchmark, memcpy
@@ -202,7 +202,7 @@ void bench_decode_add_encode(benchmark::State& state, const char* name) {
   });
 }
 
-// Issue 33's goals (fp16, bf16, qsgd4, qsgd8 >= 0.7x; onebit with its residual >= 0.5x; topk 1%
+// The goals (fp16, bf16, qsgd4, qsgd8 >= 0.7x; onebit with its residual >= 0.5x; topk 1%
 // encode >= 0.15x), then the rest for reference.
 const char* const codecs[] = {"fp16", "bf16", "qsgd4", "qsgd8", "onebit", "topk:0.01",
                               "fp32", "qsgd2", "qsgd16", "qsgd8:norm=l2", "ef+qsgd4"};

@@ -173,7 +173,7 @@ Written by `bash benchmarks/gpu/run.sh` on {device} ({gpus} GPU(s) visible). Tes
 
 Residual on for onebit, topk and ef+ (as in training); decode_add is the asynchronous one (a
 WireStatus checked after the run); decode_add_encode is the collectives' owner step (one kernel;
-top-k: its decode, then its encode). Goals (issue 33): fp16, bf16, qsgd4, qsgd8 encode and
+top-k: its decode, then its encode). Goals: fp16, bf16, qsgd4, qsgd8 encode and
 decode_add >= 0.7x; onebit encode >= 0.5x; topk:0.01 encode >= 0.15x.
 
 {codecs}

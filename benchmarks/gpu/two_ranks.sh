@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Two ranks training on one GPU (issue 33, item 3): `mpirun -np 2 gradsync-train-cuda`, both ranks
+# Two ranks training on one GPU: `mpirun -np 2 gradsync-train-cuda`, both ranks
 # on GPU 0, gradients kept on the device (cuda::OnDevice: the device codecs encode them, Open MPI
 # carries the encoded bytes through host memory). Self-checking; writes a markdown report.
 #   1. test_on_device_gpu: the device synchronizer against the host one (bit for bit) on this GPU;

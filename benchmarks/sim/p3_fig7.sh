@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# P3's Figure 7 with gradsync-sim (issue 16): training throughput against link bandwidth for VGG-19,
+# P3's Figure 7 with gradsync-sim: training throughput against link bandwidth for VGG-19,
 # ResNet-50 (built-in profiles at torchvision's layer sizes) and Sockeye (the RNN model P3's artifact
 # trains, sim/models.hpp), 4 machines, a parameter-server shard on every machine (P3's
 # KVServer/P3Server per worker), NICs shaped with tc (--links nic):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The auto-tuner against the settings it chooses from, measured (issue 16's goal: --tune within 5%
+# The auto-tuner against the settings it chooses from, measured (the goal: --tune within 5%
 # of the best fixed setting at every link speed). Per model: a profile run (no link emulation,
 # --profile); then per link speed, in one pass, gradsync-train --tune --tune-profile on that
 # profile and the same run at each fixed setting of FIXED (P3's default among them), all on 2

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gradsync-sim against measured gradsync-train runs (issue 16): for each model, a profile run
+# gradsync-sim against measured gradsync-train runs: for each model, a profile run
 # (gradsync-train --profile, in-process ranks, no link emulation), then per link speed a measured
 # run (--bandwidth, emulated per-pair links) and gradsync-sim on the profile with the same policy,
 # ranks and link (--links pair). report.py writes results.json, table.md and iteration.png.

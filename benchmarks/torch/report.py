@@ -1,4 +1,4 @@
-"""The PyTorch sweep's report (sweep.sh): results.json, table.md with issue 32's goals measured, and
+"""The PyTorch sweep's report (sweep.sh): results.json, table.md with the goals measured, and
 plots/throughput-<model>.png (throughput against link bandwidth, drawn by ../e2e/throughput.gp).
 
   report.py OUT                  reads OUT/runs.jsonl and OUT/raw/*.json
@@ -79,7 +79,7 @@ def ratio(a, b):
 
 
 def goals(runs, model, links):
-    """Issue 32's goals for one model: one line each, measured, and whether it is met."""
+    """The goals for one model: one line each, measured, and whether it is met."""
     out = []
     get = lambda link, c: find(runs, model, link, c)
     bound = lambda link, c: next((r["bound_s"] for r in runs if r["model"] == model and r["link"] == link

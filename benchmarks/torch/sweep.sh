@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The PyTorch end-to-end sweep (issue 32, item 4): torchvision models and a Transformer trained by
+# The PyTorch end-to-end sweep: torchvision models and a Transformer trained by
 # PyTorch itself, synchronized by DDP (gloo; plain and with its fp16 hook) and by gradsync.torch
 # (WFBP, P3 fp32, fp16, qsgd8) - the same compute for every contender - over links of several
 # rates between network namespaces (benchmarks/e2e/topology.sh), next to compute-only runs and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fault injection on real links (issue 17): gradsync-train under mpirun across the network
+# Fault injection on real links: gradsync-train under mpirun across the network
 # namespaces of benchmarks/e2e/topology.sh (3 nodes, links shaped with tc, P3 policies), with a
 # rank killed, a link cut and restored, a run killed and resumed from its checkpoint, and ranks
 # started with different configurations. Writes DIR/results.md (a markdown table: what was

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Soak (issue 17): gradsync-train on 4 ranks for many iterations, alternately in-process and under
+# Soak: gradsync-train on 4 ranks for many iterations, alternately in-process and under
 # mpirun, each run with the next collective in turn (every one, in both, over 10 runs) and the
 # rest of its policies (slicing, priority, codec, window) drawn at random.
 # Every run must finish within its wall-clock limit (no hang), its processes' resident memory must

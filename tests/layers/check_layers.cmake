@@ -4,7 +4,8 @@
 # gradsync/ are the synchronizer's); a folder's layer comes from the order below, lowest first.
 # A header may include headers of its own folder and of lower layers, never of a higher layer or
 # of another folder of its own layer. detail/ may include core/error.hpp alone of core/.
-# Programs (PROGRAMS: the trainer, tools, examples, ...) name nothing of gradsync's detail/.
+# Programs (PROGRAMS: the trainer, tools, examples, ...) name nothing of gradsync's detail: no
+# detail/ header of any folder, no ::detail:: namespace of the library.
 set(order
   core
   detail
@@ -71,14 +72,20 @@ foreach(root IN LISTS ROOTS)
   endforeach()
 endforeach()
 
+# A detail/ header of any folder, or a detail namespace of gradsync's or of a library folder's
+# (codec::detail::, also written inside namespace gradsync): the programs' own detail stays theirs.
+string(REPLACE "|" ";" folders "${order}")
+list(REMOVE_ITEM folders torch)  # torch::detail:: is LibTorch's too
+list(JOIN folders "|" folders)
+set(detail_use "gradsync/([a-z_]+/)*detail/|(^|[^a-z_])(gradsync|${folders})::detail::")
 foreach(dir IN LISTS PROGRAMS)
   get_filename_component(dir "${dir}" ABSOLUTE)
   file(GLOB_RECURSE sources "${dir}/*.hpp" "${dir}/*.cpp" "${dir}/*.cu" "${dir}/*.cuh" "${dir}/*.h")
   foreach(source IN LISTS sources)
-    file(STRINGS "${source}" lines REGEX "gradsync/detail/|gradsync::detail::")
+    file(STRINGS "${source}" lines REGEX "${detail_use}")
     if(lines)
-      string(APPEND problems "${source} uses gradsync's detail/ (gradsync/detail/, gradsync::detail::): "
-                             "programs use the library's public headers\n")
+      string(APPEND problems "${source} uses gradsync's detail/ (a detail/ header or a library namespace's "
+                             "::detail::): programs use the library's public headers and names\n")
     endif()
   endforeach()
 endforeach()

@@ -1,4 +1,4 @@
-// schedule::Watchdog: whom a timed-out rank blames. The race of issue 30: in a ring, when rank 2
+// schedule::Watchdog: whom a timed-out rank blames. The race to get right: in a ring, when rank 2
 // dies, rank 0 times out waiting for rank 2 and rank 1 for rank 0, at about the same moment and
 // in either order; a survivor may even decide and leave before the other times out. Each must
 // name rank 2, within Options::timeout + grace + 2 slices of the start of its wait.

@@ -19,7 +19,7 @@ for family in slicing priority codec collective; do
   [ "$grammar" != "$err" ] && [ -n "$grammar" ] || { fail "--$family bogus: no grammar in '$err'"; continue; }
   grep -qF -- "$grammar" <<<"$help" || fail "--help does not list the $family grammar '$grammar'"
 done
-for name in dgt qsgd8 ps hierarchical slicefuse; do  # (the policies issue 30 found missing)
+for name in dgt qsgd8 ps hierarchical slicefuse; do  # (policies once missing from --help)
   grep -q -- "$name" <<<"$help" || fail "--help does not mention $name"
 done
 

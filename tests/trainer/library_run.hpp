@@ -1,6 +1,8 @@
 #pragma once
 // Test helper: an in-process group and a SyncFactory that puts the library's Synchronizer
 // (via the LibrarySync adapter) under each rank.
+#include <gradsync/transport/in_process.hpp>
+
 #include "gradsync/trainer/library_sync.hpp"
 #include "gradsync/trainer/trainer.hpp"
 

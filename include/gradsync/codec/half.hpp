@@ -15,4 +15,10 @@ namespace gradsync::codec {
 using Half = detail::Narrow<detail::Fp16Format>;
 GRADSYNC_CHECK_CODEC(Half);
 
+/// `x` as fp16 storage holds it (Half's conversion there and back): for programs that emulate
+/// fp16 storage on the host and must see the values a device stores (mixed precision).
+GRADSYNC_HD inline float round_to_fp16(float x) {
+  return detail::Fp16Format::to_float(detail::Fp16Format::from_float(x));
+}
+
 }  // namespace gradsync::codec

@@ -2,7 +2,7 @@
 /// SIGPIPE ignored unless the program handles it. Open MPI's TCP btl and Gloo's TCP transport
 /// write without MSG_NOSIGNAL, so a write to the socket of a peer that died would kill this rank
 /// without a word; ignored, the write fails with EPIPE, which they report and gradsync turns into
-/// a PeerError naming the peer (issue 30: faults.smoke's survivors were killed this way).
+/// a PeerError naming the peer, instead of the signal killing the survivors (faults.smoke).
 #include <signal.h>
 
 #include <csignal>

@@ -20,13 +20,7 @@
 #include <cstdint>
 #include <cstring>
 
-// CCCL 2+ spells host+device `_CCCL_HOST_DEVICE`; older Thrust (Debian's 1.17) and plain g++
-// need nothing.
-#if defined(_CCCL_HOST_DEVICE)
-#define GRADSYNC_HD _CCCL_HOST_DEVICE
-#else
-#define GRADSYNC_HD
-#endif
+#include "../../core/host_device.hpp"
 
 namespace gradsync::codec::detail {
 

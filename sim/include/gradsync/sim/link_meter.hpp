@@ -1,5 +1,5 @@
 #pragma once
-/// The tuner's online re-check (issue 16): what the link delivers, read from the unit timings the
+/// The tuner's online re-check: what the link delivers, read from the unit timings the
 /// Synchronizer already reports (Options::on_unit), and when that has changed enough to tune again.
 ///
 ///  - LinkMeter: bytes this rank sent over the time any of its units was on the wire (the union of

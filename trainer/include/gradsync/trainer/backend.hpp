@@ -1,7 +1,7 @@
 #pragma once
 // The backend seam. Every elementwise / per-channel kernel in the trainer is a small functor with a
 // `GRADSYNC_HD void operator()(std::size_t i) const` body; layers never loop themselves, they hand
-// the functor to `backend::for_each`. The host backend splits it over the calling thread's team; a CUDA backend (issue 6)
+// the functor to `backend::for_each`. The host backend splits it over the calling thread's team; a CUDA backend
 // adds a `for_each` that launches the same functor on the device and a cuBLAS `gemm`, and switches
 // the `backend` alias below (GRADSYNC_TRAINER_CUDA) - the layers and models do not change.
 
@@ -15,7 +15,7 @@
 #endif
 
 // GRADSYNC_HD (host + device) is the library's marker, shared with its codec kernels.
-#include <gradsync/codec/detail/kernel.hpp>
+#include <gradsync/core/host_device.hpp>
 
 namespace gradsync::trainer {
 

@@ -5,7 +5,7 @@
 // values a device run stores in fp16 while accumulating in fp32 - and overflows where it would.
 #include <cmath>
 
-#include <gradsync/codec/detail/narrow.hpp>
+#include <gradsync/codec/half.hpp>
 
 #include "gradsync/trainer/backend.hpp"
 #include "gradsync/trainer/tensor.hpp"
@@ -16,10 +16,7 @@ namespace gradsync::trainer {
 inline constexpr float half_max = 65504.0f;
 
 /// The fp16 codec's conversion there and back: the value fp16 storage holds.
-GRADSYNC_HD inline float round_to_half(float x) {
-  using codec::detail::Fp16Format;
-  return Fp16Format::to_float(Fp16Format::from_float(x));
-}
+GRADSYNC_HD inline float round_to_half(float x) { return codec::round_to_fp16(x); }
 
 namespace kernels {
 /// y = the fp16 value of x (y may be x).

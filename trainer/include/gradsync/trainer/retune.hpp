@@ -1,5 +1,5 @@
 #pragma once
-// --tune --retune-every N: the tuner's online re-check (issue 16). The Synchronizer runs the
+// --tune --retune-every N: the tuner's online re-check. The Synchronizer runs the
 // setting --tune chose; every N iterations, at the point where the last tensor's mean has been
 // waited for (no unit in flight: an iteration boundary for the Synchronizer), rank 0 reads what
 // the link delivered from the units' timings (sim::LinkMeter) and the window's median iteration
