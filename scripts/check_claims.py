@@ -1,0 +1,510 @@
+#!/usr/bin/env python3
+"""Checks the figures the READMEs quote against the committed results they come from.
+
+Standard library only; it reads files and times nothing, so it can run in `make test`.
+
+A *figure* is a measured quantity in prose: a ratio (`1.25x`, `0.73-0.95x`), a duration (`63 s`,
+`12-29 ms`, `36.5 minutes`) or a percentage (`3%`, `-8.6%`). Text in code spans, code blocks,
+link targets and HTML comments is not prose. Every figure in a *strict* file (the top README.md
+and docs/*.md) must be tied to its source in one of three ways:
+
+  * generated: inside `<!-- generated: NAME -->` ... `<!-- end -->`, a block this script writes
+    from the results (GENERATORS below). The check fails when the block differs from what the
+    results give now; `--write` rewrites it.
+  * annotated: followed on the same line by `<!-- src FIGURE: EXPR -->`, where EXPR recomputes
+    the figure from a committed result file with the helpers below (`iteration`, `cell`, `grep`,
+    ...). The figure must equal EXPR's value rounded to the figure's own digits.
+  * said to be unsourced or a setting: inside `<!-- unsourced -->` ... `<!-- end -->`, a block
+    whose first line of text says "not yet re-measured" (the reader is told), or named by
+    `<!-- setting FIGURE -->` on its line when it is a configured value (a timeout, a goal), not
+    a measurement.
+
+Anything else is an error naming the file, the line, the figure and, for a mismatch, the value
+its source gives. In the benchmark READMEs (benchmarks/README.md, benchmarks/*/README.md) the
+annotations and generated blocks are checked the same way, but a figure without one is only
+counted: most of their figures are read off the result tables beside them and are not tied yet.
+
+Every relative Markdown link of the strict files must name a file or folder that exists.
+
+    scripts/check_claims.py                 # check; exit 1 on any error
+    scripts/check_claims.py --write         # rewrite the generated blocks, then check
+    scripts/check_claims.py --as README.md COPY   # check COPY's text as if it were README.md
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import glob
+import io
+import json
+import math
+import os
+import re
+import statistics
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+NUM = r"-?\d[\d,]*(?:\.\d+)?"
+# One figure: a number or a range of two, then its unit. The look-behind keeps parts of names
+# (qsgd16, 3x112x112, v2.15) out.
+FIGURE = re.compile(
+    rf"(?<![\w.\-/:])(?P<a>{NUM})(?:\s?(?:-|–|to)\s?(?P<b>{NUM}))?"
+    rf"(?P<unit>x(?![\w])|\s?%|\s(?:s|ms|minutes|hours)(?![\w/]))")
+
+
+class ClaimError(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers an annotation's EXPR may call. Paths are relative to the repository root.
+
+def _path(p: str) -> str:
+    full = os.path.normpath(os.path.join(ROOT, p))
+    if not os.path.isfile(full):
+        raise ClaimError(f"source {p} does not exist")
+    return full
+
+
+def load(p: str):
+    """A JSON file's content."""
+    with open(_path(p), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def runs(p: str, **match):
+    """The runs of a benchmark's results.json whose fields equal `match`."""
+    data = load(p)
+    rows = data["runs"] if isinstance(data, dict) else data
+    return [r for r in rows if all(r.get(k) == v for k, v in match.items())]
+
+
+def run(p: str, **match) -> dict:
+    """The one run of results.json matching `match` (an error if none or several do)."""
+    found = runs(p, **match)
+    if len(found) != 1:
+        raise ClaimError(f"{p}: {len(found)} runs match {match}, expected 1")
+    return found[0]
+
+
+def iteration(p: str, **match) -> float:
+    """Median seconds per iteration of the one run matching `match`."""
+    return float(run(p, **match)["iteration_s"])
+
+
+def field(p: str, name: str, **match) -> float:
+    return float(run(p, **match)[name])
+
+
+def gbench(p: str, name: str, key: str = "bytes_per_second") -> float:
+    """A Google Benchmark JSON entry's value, by the entry's exact name."""
+    for b in load(p)["benchmarks"]:
+        if b["name"] == name:
+            return float(b[key])
+    raise ClaimError(f"{p}: no benchmark named {name}")
+
+
+def reach(p: str, target: float, **match) -> float:
+    """Training seconds until the one matching run's test accuracy first reached `target`
+    (its evaluations in results.json)."""
+    for e in run(p, **match)["evaluations"]:
+        if e["test_accuracy"] >= target:
+            return float(e["train_seconds"])
+    raise ClaimError(f"{p}: the run matching {match} never reached {target}")
+
+
+def _number(text: str, where: str) -> float:
+    m = re.search(NUM, text.replace("**", ""))
+    if not m:
+        raise ClaimError(f"{where}: no number in {text!r}")
+    return float(m.group(0).replace(",", ""))
+
+
+def table(p: str, header: str | None = None) -> list[dict]:
+    """The rows of a Markdown table in file p (the first one, or the first after a line
+    containing `header`), as dicts keyed by column title. Empty cells inherit the cell above
+    (tables that group rows leave the group's name blank)."""
+    with open(_path(p), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    start = 0
+    if header is not None:
+        start = next((i for i, l in enumerate(lines) if header in l), None)
+        if start is None:
+            raise ClaimError(f"{p}: no line contains {header!r}")
+    i = next((i for i in range(start, len(lines)) if lines[i].lstrip().startswith("|")), None)
+    if i is None:
+        raise ClaimError(f"{p}: no table after {header!r}")
+    split = lambda l: [c.strip() for c in l.strip().strip("|").split("|")]
+    titles = split(lines[i])
+    rows, last = [], {}
+    for l in lines[i + 2:]:
+        if not l.lstrip().startswith("|"):
+            break
+        cells = split(l)
+        row = {t: (c if c else last.get(t, "")) for t, c in zip(titles, cells)}
+        rows.append(row)
+        last = row
+    return rows
+
+
+def cell(p: str, column: str, header: str | None = None, **match) -> float:
+    """The number in `column` of the one table row whose cells equal `match` (keys: column
+    titles with spaces as underscores)."""
+    want = {k.replace("_", " "): v for k, v in match.items()}
+    rows = [r for r in table(p, header) if all(r.get(k) == v for k, v in want.items())]
+    if len(rows) != 1:
+        raise ClaimError(f"{p}: {len(rows)} rows match {want}, expected 1")
+    if column not in rows[0]:
+        raise ClaimError(f"{p}: no column {column!r} (columns: {list(rows[0])})")
+    return _number(rows[0][column], p)
+
+
+def grep(p: str, pattern: str, group: int = 1) -> float:
+    """The number captured by `pattern`'s group in file p (the first match)."""
+    with open(_path(p), encoding="utf-8") as f:
+        m = re.search(pattern, f.read())
+    if not m:
+        raise ClaimError(f"{p}: no match for {pattern!r}")
+    return _number(m.group(group), p)
+
+
+def span(values) -> tuple[float, float]:
+    """A range figure's two ends."""
+    values = list(values)
+    return (min(values), max(values))
+
+
+HELPERS = dict(load=load, runs=runs, run=run, iteration=iteration, field=field, gbench=gbench, reach=reach,
+               table=table, cell=cell, grep=grep, span=span, median=statistics.median,
+               min=min, max=max, abs=abs, len=len, sorted=sorted, round=round)
+
+
+def evaluate(expr: str):
+    return eval(expr, {"__builtins__": {}}, dict(HELPERS))  # noqa: S307 - the repo's own text
+
+
+# ---------------------------------------------------------------------------------------------
+# Generated blocks. Each returns the Markdown between its markers.
+
+E2E = "benchmarks/e2e/results"
+TORCH = "benchmarks/torch/results"
+GPU = "benchmarks/gpu/results/2026-11-28-h200"
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x"
+
+
+def gen_headline() -> str:
+    eq2, eq4 = f"{E2E}/2026-11-27-eq-n2/results.json", f"{E2E}/2026-11-27-eq-n4/results.json"
+    it = lambda p, pol, link, model="vgg11": iteration(p, model=model, link=link, policy=pol)
+    rows = []
+
+    p3 = [it(p, "p3", "1gbit") / it(p, "ddp", "1gbit") for p in (eq2, eq4)]
+    rows.append(("gradsync-train, P3 fp32, against PyTorch DDP: VGG-11, 1 Gbit/s, 2 and 4 nodes",
+                 f"{p3[0]:.2f}x and {p3[1]:.2f}x DDP's time",
+                 "benchmarks/e2e/README.md", "e2e, equal terms"))
+
+    fp16 = [it(eq2, "p3-fp16", l) / it(eq2, "ddp-fp16", l) for l in ("1gbit", "300mbit")]
+    rows.append(("P3 fp16 against DDP's fp16 hook: VGG-11, 2 nodes, 1 Gbit/s and 300 Mbit/s",
+                 f"{fp16[0]:.2f}x and {fp16[1]:.2f}x",
+                 "benchmarks/e2e/README.md", "e2e, equal terms"))
+
+    comp = [iteration(f"{E2E}/2026-11-27-compute/{m}-n2/results.json", model=m, link=l, policy="default")
+            / iteration(f"{E2E}/2026-11-27-compute/{m}-n2/results.json", model=m, link=l, policy="ddp")
+            for m in ("vgg11", "resnet20") for l in ("unlimited", "300mbit")]
+    lo, hi = span(comp)
+    rows.append(("gradsync-train with no policy flag against DDP, 2 nodes, the 4 points re-measured "
+                 "after the compute rewrite", f"{lo:.2f}-{hi:.2f}x",
+                 "benchmarks/e2e/README.md", "e2e, after the compute work"))
+
+    lossy = f"{E2E}/2026-11-27-lossy/results.json"
+    q = field(lossy, "seconds_to_accuracy", policy="p3-ef-qsgd4")
+    ps = field(lossy, "seconds_to_accuracy", policy="ddp-powersgd")
+    rows.append(("Time to 0.85 test accuracy, VGG-11, 300 Mbit/s: P3 + error-feedback QSGD-4 against "
+                 "DDP + PowerSGD (one run each; PowerSGD in one bucket)",
+                 f"{q:.0f} s against {ps:.0f} s ({ps / q:.2f}x sooner)",
+                 "benchmarks/e2e/README.md", "lossy"))
+
+    tr = [iteration(f"{TORCH}/2026-11-26-n2/{m}/results.json", model=m, link="300mbit", contender="p3")
+          / iteration(f"{TORCH}/2026-11-26-n2/{m}/results.json", model=m, link="300mbit", contender="ddp")
+          for m in ("resnet50", "transformer")]
+    rows.append(("gradsync.torch, P3 fp32, against DDP: ResNet-50 and a Transformer, 2 nodes, 300 Mbit/s",
+                 f"{tr[0]:.2f}x and {tr[1]:.2f}x DDP's time",
+                 "benchmarks/torch/README.md", "PyTorch"))
+
+    hooks = [iteration(f"{TORCH}/2026-11-27-n2/{d}/results.json", contender="hooks", link=l)
+             / iteration(f"{TORCH}/2026-11-27-n2/{d}/results.json", contender="compute", link=l)
+             for d, l in (("vgg16", "unlimited"), ("vgg16-10gbit", "10gbit"),
+                          ("vgg16-300mbit", "300mbit"), ("vgg16-300mbit-b", "300mbit"))]
+    lo, hi = span(hooks)
+    over = sum(h > 1.03 for h in hooks)
+    rows.append(("gradsync.torch's hooks on one node against plain PyTorch, VGG-16, the "
+                 f"{len(hooks)} committed sweep runs (goal 1.03x: missed)",
+                 f"{lo:.2f}-{hi:.2f}x ({over} of {len(hooks)} above 1.03x)",
+                 "benchmarks/torch/README.md", "PyTorch"))
+
+    bench = f"{GPU}/bench_gpu_codec.json"
+    memcpy = gbench(bench, "memcpy/min_time:0.200/manual_time_median")
+    enc = {}
+    for b in load(bench)["benchmarks"]:
+        m = re.fullmatch(r"encode/(.+)/min_time:0\.200/manual_time_median", b["name"])
+        if m:
+            enc[m.group(1)] = float(b["bytes_per_second"]) / memcpy
+    topk = enc.pop("topk:0.01", math.nan)
+    rows.append((f"CUDA device codecs' encode against cudaMemcpy D2D, H200, {len(enc)} codecs "
+                 f"(and top-k 1%: {topk:.2f}x, an exact radix select)",
+                 f"{min(enc.values()):.2f}x ({min(enc, key=enc.get)}) to "
+                 f"{max(enc.values()):.2f}x ({max(enc, key=enc.get)})",
+                 "benchmarks/gpu/results/2026-11-28-h200/results.md", "GPU"))
+
+    out = ["| result | measured | source |", "|---|---|---|"]
+    for what, fig, src, label in rows:
+        out.append(f"| {what} | {fig} | [{label}]({src}) |")
+    return "\n".join(out)
+
+
+GENERATORS = {"headline": gen_headline}
+
+
+# ---------------------------------------------------------------------------------------------
+# Scanning a Markdown file.
+
+COMMENT = re.compile(r"<!--(.*?)-->", re.S)
+ANNOT = re.compile(r"^\s*src\s+(?P<fig>.+?):\s(?P<expr>.+?)\s*$", re.S)
+SETTING = re.compile(r"^\s*setting\s+(?P<fig>.+?)\s*$")
+GEN_START = re.compile(r"^\s*<!--\s*generated:\s*(\S+)\s*-->\s*$")
+UNSOURCED_START = re.compile(r"^\s*<!--\s*unsourced\s*-->\s*$")
+END = re.compile(r"^\s*<!--\s*end\s*-->\s*$")
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+def prose(line: str) -> str:
+    """The line without what is not prose: comments, code spans, link targets, URLs."""
+    line = COMMENT.sub(" ", line)
+    line = re.sub(r"`[^`]*`", " ", line)
+    line = re.sub(r"\]\([^)]*\)", "] ", line)
+    line = re.sub(r"https?://\S+", " ", line)
+    return line.replace("**", "").replace("*", " ")
+
+
+def decimals(text: str) -> int:
+    return len(text.split(".")[1]) if "." in text else 0
+
+
+def value_of(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def matches(m: re.Match, value, where: str) -> tuple[bool, str]:
+    """Whether a figure equals a source value (rounded to the figure's digits)."""
+    ends = [m.group("a")] + ([m.group("b")] if m.group("b") else [])
+    if isinstance(value, (int, float)):
+        value = (value,)
+    value = tuple(float(v) for v in value)
+    if len(value) != len(ends):
+        raise ClaimError(f"{where}: the figure has {len(ends)} number(s), its source {len(value)}")
+    shown = []
+    ok = True
+    for e, v in zip(ends, value):
+        d = decimals(e)
+        shown.append(f"{v:.{d}f}")
+        # Half a unit of the last digit, plus a hair for binary rounding of the source.
+        if abs(v - value_of(e)) > 0.5 * 10 ** -d + 1e-9:
+            ok = False
+    return ok, "-".join(shown) + m.group("unit")
+
+
+class Report:
+    def __init__(self):
+        self.errors: list[str] = []
+        self.checked = 0
+        self.untied: dict[str, int] = {}
+
+    def error(self, where: str, text: str):
+        self.errors.append(f"{where}: {text}")
+
+
+def check_file(name: str, text: str, strict: bool, write: bool, report: Report) -> str:
+    """Checks one file's text (shown as `name`); returns the text with generated blocks
+    rewritten when `write`."""
+    lines = text.split("\n")
+    out: list[str] = []
+    fence = False
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        where = f"{name}:{i + 1}"
+        if line.lstrip().startswith("```"):
+            fence = not fence
+            out.append(line)
+            i += 1
+            continue
+        if fence:
+            out.append(line)
+            i += 1
+            continue
+        g = GEN_START.match(line)
+        if g:
+            end = next((j for j in range(i + 1, len(lines)) if END.match(lines[j])), None)
+            if end is None:
+                report.error(where, f"generated block {g.group(1)} has no <!-- end -->")
+                return text
+            gen = GENERATORS.get(g.group(1))
+            if gen is None:
+                report.error(where, f"no generator named {g.group(1)} (known: {', '.join(GENERATORS)})")
+                out.extend(lines[i:end + 1])
+            else:
+                try:
+                    want = gen().split("\n")
+                except ClaimError as e:
+                    report.error(where, f"generated block {g.group(1)}: {e}")
+                    want = lines[i + 1:end]
+                have = lines[i + 1:end]
+                report.checked += 1
+                if have != want and not write:
+                    for k, (h, w) in enumerate(zip(have + [""] * len(want), want + [""] * len(have))):
+                        if h != w:
+                            report.error(f"{name}:{i + 2 + k}",
+                                         f"generated block {g.group(1)} differs from its sources: the "
+                                         f"file has\n    {h}\n  the results give\n    {w}\n  "
+                                         f"(scripts/check_claims.py --write rewrites it)")
+                            break
+                out.append(line)
+                out.extend(want if write else have)
+                out.append(lines[end])
+            i = end + 1
+            continue
+        if UNSOURCED_START.match(line):
+            end = next((j for j in range(i + 1, len(lines)) if END.match(lines[j])), None)
+            if end is None:
+                report.error(where, "unsourced block has no <!-- end -->")
+                return text
+            first = next((l for l in lines[i + 1:end] if l.strip()), "")
+            if "not yet re-measured" not in first.lower():
+                report.error(where, "an unsourced block must open with a line saying its figures are "
+                                    "\"not yet re-measured\"")
+            out.extend(lines[i:end + 1])
+            i = end + 1
+            continue
+        check_line(where, line, strict, report)
+        out.append(line)
+        i += 1
+    return "\n".join(out)
+
+
+def check_line(where: str, line: str, strict: bool, report: Report):
+    figures = [m for m in FIGURE.finditer(prose(line))]
+    covered = [False] * len(figures)
+
+    def claim(fig: str) -> int | None:
+        for k, m in enumerate(figures):
+            if not covered[k] and m.group(0).strip() == fig.strip():
+                covered[k] = True
+                return k
+        return None
+
+    for c in COMMENT.finditer(line):
+        body = c.group(1)
+        a = ANNOT.match(body)
+        s = SETTING.match(body)
+        if a:
+            fig = a.group("fig").strip()
+            k = claim(fig)
+            if k is None:
+                report.error(where, f"annotation names {fig!r}, which is not a figure of this line")
+                continue
+            report.checked += 1
+            try:
+                ok, shown = matches(figures[k], evaluate(a.group("expr")), where)
+            except ClaimError as e:
+                report.error(where, f"{fig}: {e}")
+                continue
+            except Exception as e:  # a broken expression is the annotation's error, not a crash
+                report.error(where, f"{fig}: its source expression fails: {type(e).__name__}: {e}")
+                continue
+            if not ok:
+                report.error(where, f"{fig} does not match its source, which gives {shown} "
+                                    f"({a.group('expr').strip()})")
+        elif s:
+            if claim(s.group("fig")) is None:
+                report.error(where, f"setting names {s.group('fig')!r}, which is not a figure of this line")
+    for k, m in enumerate(figures):
+        if not covered[k]:
+            if strict:
+                report.error(where, f"{m.group(0).strip()} has no source: annotate it "
+                                    f"(<!-- src FIGURE: EXPR -->), generate it, or move it to a "
+                                    f"\"not yet re-measured\" block")
+            else:
+                report.untied[where.rsplit(":", 1)[0]] = report.untied.get(where.rsplit(":", 1)[0], 0) + 1
+
+
+def check_links(name: str, path: str, text: str, report: Report):
+    base = os.path.dirname(path)
+    fence = False
+    for n, line in enumerate(text.split("\n"), 1):
+        if line.lstrip().startswith("```"):
+            fence = not fence
+        if fence:
+            continue
+        for m in LINK.finditer(COMMENT.sub(" ", re.sub(r"`[^`]*`", " ", line))):
+            target = m.group(1)
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+                continue
+            target = target.split("#")[0]
+            if not os.path.exists(os.path.normpath(os.path.join(base, target))):
+                report.error(f"{name}:{n}", f"link to {target}, which does not exist")
+
+
+def files() -> list[tuple[str, bool]]:
+    strict = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    loose = ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in
+                   glob.glob(os.path.join(ROOT, "benchmarks", "README.md")) +
+                   glob.glob(os.path.join(ROOT, "benchmarks", "*", "README.md")))
+    return [(f, True) for f in strict] + [(f, False) for f in loose]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--write", action="store_true", help="rewrite the generated blocks from the results")
+    ap.add_argument("--as", dest="as_name", metavar="NAME",
+                    help="check the one file COPY as if it were the repository's NAME")
+    ap.add_argument("copy", nargs="?", help="with --as: the file to check")
+    ap.add_argument("-q", "--quiet", action="store_true")
+    args = ap.parse_args(argv)
+
+    report = Report()
+    if args.as_name:
+        if not args.copy:
+            ap.error("--as NAME needs the file to check")
+        strict = dict(files()).get(args.as_name, args.as_name.startswith("docs/") or args.as_name == "README.md")
+        targets = [(args.as_name, strict, args.copy)]
+    else:
+        targets = [(f, s, os.path.join(ROOT, f)) for f, s in files()]
+
+    for name, strict, path in targets:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        new = check_file(name, text, strict, args.write and not args.as_name, report)
+        if strict:
+            check_links(name, os.path.join(ROOT, name), new, report)
+        if args.write and not args.as_name and new != text:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(new)
+            print(f"rewrote the generated blocks of {name}")
+
+    for e in report.errors:
+        print(f"error: {e}", file=sys.stderr)
+    if not args.quiet:
+        untied = sum(report.untied.values())
+        print(f"check_claims: {report.checked} figures and generated blocks checked against their "
+              f"sources in {len(targets)} files; {len(report.errors)} errors")
+        if untied:
+            print(f"  not yet tied to a source (allowed in these files, not in strict ones): {untied} figures in "
+                  + ", ".join(f"{f} ({n})" for f, n in sorted(report.untied.items())))
+    return 1 if report.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
