@@ -13,7 +13,9 @@ and docs/*.md) must be tied to its source in one of three ways:
     results give now; `--write` rewrites it.
   * annotated: followed on the same line by `<!-- src FIGURE: EXPR -->`, where EXPR recomputes
     the figure from a committed result file with the helpers below (`iteration`, `cell`, `grep`,
-    ...). The figure must equal EXPR's value rounded to the figure's own digits.
+    ...). The figure must equal EXPR's value rounded to the figure's own digits; a range figure
+    takes a pair (`span(...)`). A line `<!-- let NAME = EXPR -->` names a value for the
+    annotations after it in the same file.
   * said to be unsourced or a setting: inside `<!-- unsourced -->` ... `<!-- end -->`, a block
     whose first line of text says "not yet re-measured" (the reader is told), or named by
     `<!-- setting FIGURE -->` on its line when it is a configured value (a timeout, a goal), not
@@ -24,7 +26,8 @@ its source gives. In the benchmark READMEs (benchmarks/README.md, benchmarks/*/R
 annotations and generated blocks are checked the same way, but a figure without one is only
 counted: most of their figures are read off the result tables beside them and are not tied yet.
 
-Every relative Markdown link of the strict files must name a file or folder that exists.
+Every relative Markdown link of the strict files must name a file or folder that exists, and a
+heading of it when it names one (`file.md#heading`).
 
     scripts/check_claims.py                 # check; exit 1 on any error
     scripts/check_claims.py --write         # rewrite the generated blocks, then check
@@ -124,7 +127,8 @@ def _number(text: str, where: str) -> float:
 def table(p: str, header: str | None = None) -> list[dict]:
     """The rows of a Markdown table in file p (the first one, or the first after a line
     containing `header`), as dicts keyed by column title. Empty cells inherit the cell above
-    (tables that group rows leave the group's name blank)."""
+    (tables that group rows leave the group's name blank). A title that repeats gets its count:
+    the second "ratio" column is "ratio (2)"."""
     with open(_path(p), encoding="utf-8") as f:
         lines = f.read().splitlines()
     start = 0
@@ -137,6 +141,8 @@ def table(p: str, header: str | None = None) -> list[dict]:
         raise ClaimError(f"{p}: no table after {header!r}")
     split = lambda l: [c.strip() for c in l.strip().strip("|").split("|")]
     titles = split(lines[i])
+    # A title used twice (two "ratio" columns) gets its position: "ratio (2)".
+    titles = [t if titles[:k].count(t) == 0 else f"{t} ({titles[:k].count(t) + 1})" for k, t in enumerate(titles)]
     rows, last = [], {}
     for l in lines[i + 2:]:
         if not l.lstrip().startswith("|"):
@@ -169,32 +175,40 @@ def grep(p: str, pattern: str, group: int = 1) -> float:
     return _number(m.group(group), p)
 
 
+def ratio(p: str, key: str, a: str, b: str, **match) -> float:
+    """Iteration time of the run whose `key` is a over the one whose `key` is b, both matching
+    `match` (e.g. ratio(f, "policy", "p3", "ddp", model="vgg11", link="1gbit"): P3's x DDP)."""
+    return iteration(p, **{key: a}, **match) / iteration(p, **{key: b}, **match)
+
+
+def column(p: str, name: str, header: str | None = None) -> list[float]:
+    """Every number in one column of a Markdown table."""
+    return [_number(r[name], p) for r in table(p, header) if r.get(name, "").strip() not in ("", "-")]
+
+
 def span(values) -> tuple[float, float]:
     """A range figure's two ends."""
     values = list(values)
     return (min(values), max(values))
 
 
-HELPERS = dict(load=load, runs=runs, run=run, iteration=iteration, field=field, gbench=gbench, reach=reach,
-               table=table, cell=cell, grep=grep, span=span, median=statistics.median,
-               min=min, max=max, abs=abs, len=len, sorted=sorted, round=round)
-
-
-def evaluate(expr: str):
-    return eval(expr, {"__builtins__": {}}, dict(HELPERS))  # noqa: S307 - the repo's own text
-
-
-# ---------------------------------------------------------------------------------------------
-# Generated blocks. Each returns the Markdown between its markers.
-
 E2E = "benchmarks/e2e/results"
 TORCH = "benchmarks/torch/results"
 GPU = "benchmarks/gpu/results/2026-11-28-h200"
 
+HELPERS = dict(load=load, runs=runs, run=run, iteration=iteration, field=field, gbench=gbench, reach=reach,
+               ratio=ratio, table=table, cell=cell, column=column, grep=grep, span=span,
+               median=statistics.median, min=min, max=max, abs=abs, len=len, sorted=sorted, sum=sum,
+               round=round, E2E=E2E, TORCH=TORCH, GPU=GPU)
 
-def _ratio(a: float, b: float) -> str:
-    return f"{a / b:.2f}x"
 
+def evaluate(expr: str, names: dict | None = None):
+    # Globals, not locals: comprehensions in an annotation see only the globals.
+    return eval(expr, {"__builtins__": {}, **HELPERS, **(names or {})})  # noqa: S307 - the repo's own text
+
+
+# ---------------------------------------------------------------------------------------------
+# Generated blocks. Each returns the Markdown between its markers.
 
 def gen_headline() -> str:
     eq2, eq4 = f"{E2E}/2026-11-27-eq-n2/results.json", f"{E2E}/2026-11-27-eq-n4/results.json"
@@ -272,6 +286,7 @@ GENERATORS = {"headline": gen_headline}
 # Scanning a Markdown file.
 
 COMMENT = re.compile(r"<!--(.*?)-->", re.S)
+LET = re.compile(r"^\s*<!--\s*let\s+(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<expr>.+?)\s*-->\s*$", re.S)
 ANNOT = re.compile(r"^\s*src\s+(?P<fig>.+?):\s(?P<expr>.+?)\s*$", re.S)
 SETTING = re.compile(r"^\s*setting\s+(?P<fig>.+?)\s*$")
 GEN_START = re.compile(r"^\s*<!--\s*generated:\s*(\S+)\s*-->\s*$")
@@ -331,6 +346,7 @@ def check_file(name: str, text: str, strict: bool, write: bool, report: Report) 
     rewritten when `write`."""
     lines = text.split("\n")
     out: list[str] = []
+    names: dict = {}  # `<!-- let NAME = EXPR -->` lines: values the annotations below may use
     fence = False
     i = 0
     while i < len(lines):
@@ -388,13 +404,22 @@ def check_file(name: str, text: str, strict: bool, write: bool, report: Report) 
             out.extend(lines[i:end + 1])
             i = end + 1
             continue
-        check_line(where, line, strict, report)
+        let = LET.match(line)
+        if let:
+            try:
+                names[let.group("name")] = evaluate(let.group("expr"), names)
+            except Exception as e:
+                report.error(where, f"let {let.group('name')}: {type(e).__name__}: {e}")
+            out.append(line)
+            i += 1
+            continue
+        check_line(where, line, strict, report, names)
         out.append(line)
         i += 1
     return "\n".join(out)
 
 
-def check_line(where: str, line: str, strict: bool, report: Report):
+def check_line(where: str, line: str, strict: bool, report: Report, names: dict):
     figures = [m for m in FIGURE.finditer(prose(line))]
     covered = [False] * len(figures)
 
@@ -417,7 +442,7 @@ def check_line(where: str, line: str, strict: bool, report: Report):
                 continue
             report.checked += 1
             try:
-                ok, shown = matches(figures[k], evaluate(a.group("expr")), where)
+                ok, shown = matches(figures[k], evaluate(a.group("expr"), names), where)
             except ClaimError as e:
                 report.error(where, f"{fig}: {e}")
                 continue
@@ -452,14 +477,25 @@ def check_links(name: str, path: str, text: str, report: Report):
             target = m.group(1)
             if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
                 continue
-            target = target.split("#")[0]
-            if not os.path.exists(os.path.normpath(os.path.join(base, target))):
+            target, _, anchor = target.partition("#")
+            full = os.path.normpath(os.path.join(base, target))
+            if not os.path.exists(full):
                 report.error(f"{name}:{n}", f"link to {target}, which does not exist")
+            elif anchor and full.endswith(".md") and anchor not in anchors(full):
+                report.error(f"{name}:{n}", f"link to {target}#{anchor}, a heading {target} does not have")
+
+
+def anchors(path: str) -> set[str]:
+    """The anchors GitHub gives a Markdown file's headings: lower case, punctuation dropped,
+    spaces as hyphens."""
+    with open(path, encoding="utf-8") as f:
+        heads = [l.lstrip("#").strip() for l in f.read().split("\n") if re.match(r"^#{1,6} ", l)]
+    return {re.sub(r"[^\w\- ]", "", h.lower().replace("`", "")).replace(" ", "-") for h in heads}
 
 
 def files() -> list[tuple[str, bool]]:
-    strict = sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
-    loose = ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in
+    strict = ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    loose = sorted(os.path.relpath(p, ROOT) for p in
                    glob.glob(os.path.join(ROOT, "benchmarks", "README.md")) +
                    glob.glob(os.path.join(ROOT, "benchmarks", "*", "README.md")))
     return [(f, True) for f in strict] + [(f, False) for f in loose]

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The claims check fails when a quoted figure is edited, and says where and what the source gives.
 
-Copies of the repository's own files are edited three ways and each copy is checked as if it were
-the original (check_claims.py --as): a figure of a generated table, an annotated figure, and a new
-figure with no source in a strict page. Each must fail naming the file, the line, the figure and,
+Copies of the repository's own files are edited and each copy is checked as if it were the
+original (check_claims.py --as): a figure of a generated table, an annotated figure, a new figure
+with no source in a strict page, and links to a missing file and heading. Each must fail naming the file, the line, the figure and,
 for the first two, the source's value; the unedited copies must pass, so that the failures come
 from the edits alone.
 """
@@ -105,11 +105,20 @@ else:
         f"src {fig}:", f"src {bump(fig)}:", 1)
     expect(f"{name}: annotated figure {fig} edited to {bump(fig)}", name, "\n".join(edited), 1,
            f"{name}:{i + 1}", f"{bump(fig)} does not match its source, which gives {fig}")
+    # The visible figure alone edited, its annotation left as it was.
+    edited[i] = lines[i][:k] + bump(fig) + lines[i][k + len(fig):]
+    expect(f"{name}: figure {fig} edited to {bump(fig)}, annotation unchanged", name, "\n".join(edited), 1,
+           f"{name}:{i + 1}: annotation names {fig!r}, which is not a figure of this line")
 
 # 3. A new figure without a source on a strict page.
 text = "# A page\n\nThe new engine is 1.42x faster than DDP everywhere.\n"
 expect("docs page: a figure without a source", "docs/unsourced.md", text, 1,
        "docs/unsourced.md:3", "1.42x has no source")
+
+# 4. A link to a file that does not exist, and to a heading a file does not have.
+text = "# A page\n\nSee [the policies](policies.md#no-such-heading) and [gone](gone.md).\n"
+expect("docs page: broken links", "docs/links.md", text, 1,
+       "docs/links.md:3: link to policies.md#no-such-heading", "docs/links.md:3: link to gone.md, which does not exist")
 
 if failures:
     print("\nFAILED:\n  " + "\n  ".join(failures))
