@@ -38,9 +38,10 @@ from . import _C  # noqa: E402  (after the version check: a mismatched _C fails 
 ConfigError = _C.ConfigError
 UsageError = _C.UsageError
 PeerError = _C.PeerError
+WireError = _C.WireError
 
-__all__ = ["DistributedOptimizer", "rank", "size", "broadcast", "build_info", "ConfigError", "UsageError",
-           "PeerError"]
+__all__ = ["DistributedOptimizer", "ddp_comm_hook", "rank", "size", "broadcast", "build_info", "ConfigError", "UsageError",
+           "PeerError", "WireError"]
 
 
 def build_info():
@@ -290,3 +291,49 @@ class DistributedOptimizer:
         """Stops this rank's synchronizer and tells every peer: their next step or synchronize raises
         PeerError (a backward under way raises autograd's RuntimeError with the same message)."""
         self._core.abort(reason)
+
+
+def ddp_comm_hook(codec="fp16", collective="ring", *, seed=0, check_finite=True, timeout=30.0):
+    """For users who keep DDP: a communication hook that sends DDP's gradient buckets through
+    gradsync's codecs and collectives.
+
+        model = DistributedDataParallel(net)
+        model.register_comm_hook(None, gradsync.torch.ddp_comm_hook(codec="qsgd8", collective="ring"))
+
+    Each bucket DDP hands over is aggregated on a thread of gradsync's own, in the order DDP hands
+    them over (the same on every rank; DDP fixes the order, so there is no priority), while the
+    backward pass goes on. fp16 and bf16 do what DDP's fp16_compress_hook and bf16_compress_hook do
+    (the bucket in the narrow type, divided by the world size there, then summed); every other codec
+    sends the fp32 bucket and the ranks average it. Error-feedback codecs keep one residual per
+    bucket (reset when DDP rebuilds its buckets after the first iteration).
+
+    collective: ring, reduce-broadcast, hierarchical[:k], hybrid[:bytes[:k]] or mpi; those that
+    keep state per unit (ps, dgt, gloo) need DistributedOptimizer. Every rank makes its hooks in the
+    same order (they agree their policies at once: a difference raises PeerError on all of them).
+    check_finite: a NaN or Inf fails the backward pass naming the bucket (with fp16, bf16 and fp32
+    on every rank at once; with a lossy codec on that rank at once, on the others after `timeout`
+    seconds). DDP's `state` argument is not used. CPU models with float32 parameters.
+
+    The hook has stats() (buckets, iterations, elements, bytes sent, seconds in the collective),
+    describe() and close() (also at exit; a closed hook refuses buckets).
+    """
+    reducer = _C.HookReducer(codec, collective, seed, check_finite, float(timeout))
+
+    def gradsync_ddp_comm_hook(state, bucket):
+        buffer = bucket.buffer()
+        future = torch.futures.Future()
+
+        def done(error):
+            if error is None:
+                future.set_result(buffer)
+            else:
+                kind, message = error
+                future.set_exception(getattr(_C, kind, RuntimeError)(message))
+
+        reducer.submit(buffer, bucket.index(), bucket.is_last(), done)
+        return future
+
+    gradsync_ddp_comm_hook.stats = reducer.stats
+    gradsync_ddp_comm_hook.describe = reducer.describe
+    gradsync_ddp_comm_hook.close = reducer.close
+    return gradsync_ddp_comm_hook

@@ -18,6 +18,7 @@
 #include <gradsync/codec/any.hpp>
 #include <gradsync/sim/link_tuning.hpp>
 #include <gradsync/torch/attachment.hpp>
+#include <gradsync/torch/bucket_reducer.hpp>
 #include <gradsync/transport/in_process.hpp>
 #include <gradsync/transport/throttled.hpp>
 #if defined(GRADSYNC_WITH_MPI)
@@ -288,6 +289,100 @@ class Replica {
   std::optional<gs::sim::Tuning> tuning_;  // slicing "auto"
 };
 
+/// gradsync.torch.ddp_comm_hook's engine: a BucketReducer on a transport of its own.
+class HookReducer;
+std::set<HookReducer*>& live_hooks() {
+  static std::set<HookReducer*> hooks;
+  return hooks;
+}
+
+class HookReducer {
+ public:
+  HookReducer(const gs::torch::BucketReducer::Config& config, double timeout_s) {
+    if (!(timeout_s > 0)) throw gs::UsageError("gradsync: timeout must be positive (seconds)");
+    py::gil_scoped_release nogil;  // the handshake waits for the other ranks
+    transport_ = World::get().connect(std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000)));
+    reducer_ = std::make_unique<gs::torch::BucketReducer>(transport_.get(), config);
+    live_hooks().insert(this);
+  }
+  HookReducer(const HookReducer&) = delete;
+  HookReducer& operator=(const HookReducer&) = delete;
+  ~HookReducer() {
+    py::gil_scoped_release nogil;
+    close();
+  }
+
+  /// Queues DDP's bucket; `done(None)` or `done((error type name, message))` is called on the
+  /// reducer's thread, with the GIL, when it is aggregated in place.
+  void submit(at::Tensor bucket, std::uint32_t index, bool last, py::object done) {
+    if (!reducer_) throw gs::UsageError("gradsync: this ddp_comm_hook was closed; register a new one");
+    if (!bucket.device().is_cpu() || bucket.scalar_type() != at::kFloat || !bucket.is_contiguous())
+      throw gs::UsageError("gradsync.torch.ddp_comm_hook: DDP's bucket must be a contiguous float32 CPU tensor (got " +
+                           std::string(bucket.toString()) + " on " + bucket.device().str() +
+                           "); the hook runs CPU models with fp32 parameters");
+    const std::span<float> data(bucket.data_ptr<float>(), static_cast<std::size_t>(bucket.numel()));
+    auto* pending = new Completion{std::move(done), std::move(bucket)};  // freed under the GIL, on whichever thread
+    try {
+      reducer_->submit(data, index, last, [pending](std::exception_ptr why) { finish(pending, why); });
+    } catch (...) {
+      delete pending;
+      throw;
+    }
+  }
+  void close() {
+    live_hooks().erase(this);
+    reducer_.reset();
+    World::get().retire(std::move(transport_));
+  }
+  py::dict stats() const {
+    if (!reducer_) throw gs::UsageError("gradsync: this ddp_comm_hook was closed");
+    const auto s = reducer_->stats();
+    py::dict d;
+    d["buckets"] = s.buckets;
+    d["iterations"] = s.iterations;
+    d["elements"] = s.elements;
+    d["bytes_sent"] = s.bytes_sent;
+    d["collective_seconds"] = s.collective_seconds;
+    return d;
+  }
+  std::string describe() const { return reducer_ ? reducer_->describe() : std::string(); }
+
+ private:
+  /// What a queued bucket holds on to: Python objects, so created and freed under the GIL.
+  struct Completion {
+    py::object done;
+    at::Tensor bucket;
+  };
+  static void finish(Completion* pending, std::exception_ptr why) {
+    py::gil_scoped_acquire gil;
+    std::unique_ptr<Completion> own(pending);
+    py::object error = py::none();
+    if (why) {
+      try {
+        std::rethrow_exception(why);
+      } catch (const gs::ConfigError& e) {
+        error = py::make_tuple("ConfigError", e.what());
+      } catch (const gs::UsageError& e) {
+        error = py::make_tuple("UsageError", e.what());
+      } catch (const gs::PeerError& e) {
+        error = py::make_tuple("PeerError", e.what());
+      } catch (const gs::WireError& e) {
+        error = py::make_tuple("WireError", e.what());
+      } catch (const std::exception& e) {
+        error = py::make_tuple("RuntimeError", e.what());
+      }
+    }
+    try {
+      own->done(error);
+    } catch (py::error_already_set& e) {
+      e.discard_as_unraisable("gradsync.torch.ddp_comm_hook's completion");
+    }
+  }
+
+  Connection transport_;
+  std::unique_ptr<gs::torch::BucketReducer> reducer_;
+};
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -314,8 +409,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("shutdown", [] {
     py::gil_scoped_release nogil;
     for (Replica* r : std::set<Replica*>(live())) r->close();
+    for (HookReducer* h : std::set<HookReducer*>(live_hooks())) h->close();
     World::get().shutdown();
-  }, "Closes every DistributedOptimizer and finalizes MPI (at exit)");
+  }, "Closes every DistributedOptimizer and ddp_comm_hook and finalizes MPI (at exit)");
   m.def("encoded_bytes", [](const std::string& codec, std::size_t n) {
     return gs::codec::AnyCodec::parse(codec).encoded_bytes(n);
   }, "Bytes codec `codec` puts on the wire for a unit of n elements");
@@ -362,4 +458,17 @@ PYBIND11_MODULE(_C, m) {
       .def("trace", &Replica::trace)
       .def("tuning", &Replica::tuning)
       .def("close", &Replica::close, release());
+
+  using Config = gs::torch::BucketReducer::Config;
+  py::class_<HookReducer>(m, "HookReducer")
+      .def(py::init([](std::string codec, std::string collective, std::uint64_t seed, bool check_finite,
+                       double timeout_s) {
+             return std::make_unique<HookReducer>(Config{std::move(codec), std::move(collective), seed, check_finite},
+                                                  timeout_s);
+           }),
+           py::arg("codec"), py::arg("collective"), py::arg("seed"), py::arg("check_finite"), py::arg("timeout_s"))
+      .def("submit", &HookReducer::submit)
+      .def("stats", &HookReducer::stats)
+      .def("describe", &HookReducer::describe)
+      .def("close", &HookReducer::close, release());
 }

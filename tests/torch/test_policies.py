@@ -60,18 +60,25 @@ def learnable(rank, steps):
     return [(x, (x @ teacher).argmax(1)) for x in xs] * (steps // 4)
 
 
+def learnable_setup(world):
+    """A codec test's data on this rank, model and optimizer; skips a world of one."""
+    if world[1] == 1:
+        pytest.skip("needs 2 or more ranks (nothing on the wire)")
+    return learnable(world[0], 24), lambda: model(Mlp), lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)
+
+
+def assert_loss_falls(losses, codec):
+    first, last = sum(losses[:4]) / 4, sum(losses[-4:]) / 4
+    assert last < 0.75 * first, f"{codec}: loss {first:.3f} -> {last:.3f}"
+
+
 @pytest.mark.parametrize("codec", ["fp16", "bf16", "qsgd2", "qsgd4", "qsgd8", "qsgd16", "onebit", "topk:0.05",
                                    "ef+fp16", "ef+qsgd4"])
 def test_every_codec_trains_and_shrinks_the_wire(world, ddp_group, codec):
-    if world[1] == 1:
-        pytest.skip("needs 2 or more ranks (nothing on the wire)")
-    data = learnable(world[0], 24)
-    make = lambda: model(Mlp)
-    opt = lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)
+    data, make, opt = learnable_setup(world)
     base = run_gradsync(data, make_model=make, make_opt=opt, slicing="whole")
     ours = run_gradsync(data, make_model=make, make_opt=opt, slicing="whole", codec=codec + ":bypass=0")
-    first, last = sum(ours.losses[:4]) / 4, sum(ours.losses[-4:]) / 4
-    assert last < 0.75 * first, f"{codec}: loss {first:.3f} -> {last:.3f}"
+    assert_loss_falls(ours.losses, codec)
     assert ours.stats["elements_compressed"] == ours.stats["elements"]  # bypass=0: every unit compressed
     # The job's bytes on the wire against fp32's, as the codec's sizes say for these units (the
     # collective sends segments of units, whose ratio is within a few percent of the units').
