@@ -202,3 +202,20 @@ TEST_CASE("every message of a compressed tensor is compressed - small tensors go
     REQUIRE(got[0].lossy.stats.elements == 12'040);
   }
 }
+
+TEST_CASE("a collective run directly grows an empty workspace to each message", "[collective][lossy]") {
+  // What a caller without the Synchronizer's warmed buffers (gradsync.torch.ddp_comm_hook) gets: the
+  // encoded message must be read from the buffer after the encode grew it, not before.
+  for (const std::string name : {"ring", "reduce-broadcast", "hierarchical:2", "hybrid"})
+    for (const std::size_t n : {std::size_t{10}, std::size_t{5000}}) {
+      const auto sums = testing::run_ranks<std::vector<float>>(3, [&](int r, transport::Transport& t) {
+        std::vector<float> data(n, static_cast<float>(r + 1));  // exact in fp16: the mean is exactly 2
+        collective::Workspace ws;
+        collective::Job job{.data = data, .tag = 1};
+        collective::AnyCollective::parse(name).run(t, codec::AnyCodec::parse("fp16:bypass=0"), job, ws);
+        return data;
+      });
+      for (const auto& s : sums)
+        for (float x : s) REQUIRE(x == 2.0f);
+    }
+}

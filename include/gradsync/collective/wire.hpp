@@ -46,7 +46,7 @@ struct Wire {
   /// The bytes that carry `piece` of job.data (this rank's data or a partial sum).
   std::span<const std::byte> encode(std::span<const float> piece, std::uint32_t stream) {
     if constexpr (raw_fp32<C>) return std::as_bytes(piece);
-    else return std::span<const std::byte>(ws.send).first(encode_into_send(piece, stream));
+    else return sent_bytes(encode_into_send(piece, stream));
   }
   /// The bytes that carry the aggregate `piece`; for a lossy codec `piece` becomes what every peer
   /// will decode, so all ranks end bit-identical.
@@ -54,7 +54,7 @@ struct Wire {
     if constexpr (raw_fp32<C>) {
       return std::as_bytes(piece);
     } else {
-      const std::span<const std::byte> out = std::span<const std::byte>(ws.send).first(encode_into_send(piece, stream));
+      const std::span<const std::byte> out = sent_bytes(encode_into_send(piece, stream));
       if (!codec.lossless()) codec.decode(out, piece);
       return out;
     }
@@ -102,6 +102,8 @@ struct Wire {
   }
 
  private:
+  /// The first `bytes` of ws.send, taken after the encode that may have grown it.
+  std::span<const std::byte> sent_bytes(std::size_t bytes) const { return std::span<const std::byte>(ws.send).first(bytes); }
   std::size_t encode_into_send(std::span<const float> piece, std::uint32_t stream) {
     const std::size_t need = codec.encoded_bytes(piece.size());
     if (ws.send.size() < need) ws.send.resize(need);
