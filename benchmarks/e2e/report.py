@@ -70,6 +70,24 @@ def nominal_bps(link):
     return int(m.group(1)) * {"k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)] if m else None
 
 
+def setup_of(records):
+    """Where and on what the sweep ran (record_machine's line and the sweep's own settings)."""
+    return {k: v for r in records if "machine" in r or "python" in r for k, v in r.items()}
+
+
+def setup_line(setup):
+    """The machine, commit and date of a sweep, for the head of its table ("" for older results)."""
+    if not setup:
+        return ""
+    line = (f"Measured on {setup.get('machine')} ({setup.get('cores')} cores, {setup.get('memory_gib')} GiB), commit "
+            f"{str(setup.get('commit'))[:12]}{' with local changes' if setup.get('tree_changed') else ''}, "
+            f"{setup.get('compiler')}, {setup.get('date')}")
+    if setup.get("torch"):
+        line += (f"; PyTorch {setup['torch']} ({setup.get('python')}), {setup.get('threads')} thread(s) per rank, "
+                 f"{setup.get('rounds')} round(s)")
+    return line + ".\n\n"
+
+
 def link_rates(records):
     """Per link: the rate the bound uses and the rate one TCP stream measured."""
     rates = {}
@@ -324,10 +342,11 @@ def main():
     ap.add_argument("--accuracy", type=float, help="the target of time to accuracy (default: the sweep's --accuracy)")
     a = ap.parse_args()
     rates, runs = analyse(a.dir, a.accuracy)
+    setup = setup_of([json.loads(line) for line in open(os.path.join(a.dir, "runs.jsonl")) if line.strip()])
     os.makedirs(os.path.join(a.dir, "plots"), exist_ok=True)
     with open(os.path.join(a.dir, "results.json"), "w") as f:
-        json.dump({"links": rates, "runs": runs}, f, indent=2)
-    text = table(rates, runs)
+        json.dump({"setup": setup, "links": rates, "runs": runs}, f, indent=2)
+    text = setup_line(setup) + table(rates, runs)
     with open(os.path.join(a.dir, "table.md"), "w") as f:
         f.write(text)
     print(text)

@@ -232,6 +232,7 @@ compute_runs() { # link
 # checking out this file during a sweep (hours) cannot change what the running sweep does.
 main() {
   echo "sweep: $nodes nodes ($TOPO_ID), models $models x$width, links $links, policies $policies, $iterations iterations ($warmup warm-up), $dataset${accuracy:+, time to $accuracy test accuracy}, results in $out"
+  record_machine
   for link in "${link_list[@]}"; do
     topo_shape all "$link"
     bps=$(topo_linkspeed 0 1 1)

@@ -7,6 +7,9 @@ Transformer) model, batch, threads and SGD step, synchronized by
   ddp-fp16   the same with DDP's fp16_compress_hook
   ddp-view   DDP with the settings its documentation recommends where the model allows them:
              gradient_as_bucket_view=True (no copy into the buckets), static_graph=True
+  ddp-gs-fp16, ddp-gs-qsgd8
+             DDP (its buckets, its order) with gradsync.torch.ddp_comm_hook: the buckets through
+             gradsync's ring with that codec
   wfbp       gradsync: whole layers, FIFO, fp32, ring (wait-free backprop)
   p3         gradsync: fixed:40000, forward, fp32, ring (P3)
   p3-fp16    p3 with the fp16 codec
@@ -15,7 +18,7 @@ Transformer) model, batch, threads and SGD step, synchronized by
   fusion     gradsync: layers fused into units of up to 25 MiB (DDP's bucket size), forward, fp32, ring
 
 DDP ranks come from RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (torchrun is broken on Python
-3.11); gradsync ranks from mpirun. Rank 0 writes --metrics: every iteration's seconds, the
+3.11); gradsync ranks from mpirun (ddp-gs-*: mpirun's ranks, DDP's rendezvous at MASTER_ADDR/PORT). Rank 0 writes --metrics: every iteration's seconds, the
 parameters, the BLAS library PyTorch loaded, gradsync's counters.
 """
 import argparse
@@ -37,7 +40,8 @@ GRADSYNC = {
     "auto": dict(slicing="auto", priority="forward", codec="fp32"),
     "fusion": dict(slicing="fusion:25MiB", priority="forward", codec="fp32"),
 }
-DDP = {"ddp": {}, "ddp-fp16": {}, "ddp-view": dict(gradient_as_bucket_view=True, static_graph=True)}
+DDP = {"ddp": {}, "ddp-fp16": {}, "ddp-view": dict(gradient_as_bucket_view=True, static_graph=True),
+       "ddp-gs-fp16": {}, "ddp-gs-qsgd8": {}}
 CONTENDERS = ["compute", *DDP, *GRADSYNC]
 
 
@@ -109,13 +113,21 @@ def main():
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     model, rank, world, sync = net, 0, 1, None
     if a.contender.startswith("ddp"):
+        hook = None
+        if a.contender.startswith("ddp-gs-"):
+            import gradsync.torch as gs
+
+            os.environ.update(RANK=str(gs.rank()), WORLD_SIZE=str(gs.size()))
+            hook = gs.ddp_comm_hook(codec=a.contender.removeprefix("ddp-gs-"), collective="ring", timeout=a.timeout)
         torch.distributed.init_process_group("gloo")  # env:// rendezvous
         rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
         model = nn.parallel.DistributedDataParallel(net, **DDP[a.contender])
         if a.contender == "ddp-fp16":
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-            model.register_comm_hook(None, default_hooks.fp16_compress_hook)
+            hook = default_hooks.fp16_compress_hook
+        if hook is not None:
+            model.register_comm_hook(None, hook)
     elif a.contender in GRADSYNC:
         import gradsync.torch as gs
 
@@ -146,6 +158,7 @@ def main():
                                   "input": a.input, "threads": a.threads, "ranks": world,
                                   "torch": torch.__version__, "torch_config": torch.__config__.show(),
                                   "ddp_settings": DDP.get(a.contender), "bucket_cap_mb": 25,
+                                  "comm_hook": getattr(hook, "__name__", None) if a.contender.startswith("ddp") else None,
                                   "blas": blas_library() + (f" (OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']})"
                                                             if os.environ.get("OPENBLAS_CORETYPE") else "")},
                        "parameters": parameters, "iterations": a.iterations, "iteration_seconds": seconds,

@@ -5,13 +5,14 @@ plots/throughput-<model>.png (throughput against link bandwidth, drawn by ../e2e
   report.py --median FILE N      the median iteration of one metrics file after N warm-up ones
 
 Definitions (per model, nodes and link):
-  iteration     median of rank 0's iterations after the warm-up
+  iteration     median of rank 0's iterations after the warm-up (with --rounds: the median of the
+                rounds' medians; "rounds" gives their number and spread)
   samples/s     batch per rank x ranks / iteration
   wire          the bytes a rank must send per iteration over the link rate: 2(N-1)/N x parameters
                 x bits / 8 (ring all-reduce; DDP's too), bits 32 (fp32), 16 (fp16), 8.0625 (qsgd8:
                 a 32-bit scale per 512 elements); unlimited links: the rate one TCP stream measured
   bound         max(compute only next to the runs, wire); x bound = iteration / bound
-  x DDP         iteration / DDP's (fp16 contenders: / DDP with its fp16 hook)
+  x DDP         iteration / DDP's (fp16 contenders and the gradsync comm hooks: / DDP with its fp16 hook)
 """
 import json
 import os
@@ -21,15 +22,17 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-from report import gnuplot, link_rates, load_json  # noqa: E402  the e2e sweep's helpers
+from report import gnuplot, link_rates, load_json, setup_line, setup_of  # noqa: E402  the e2e sweep's helpers
 
-ORDER = ["wfbp", "p3", "auto", "fusion", "p3-fp16", "p3-qsgd8", "ddp", "ddp-view", "ddp-fp16", "hooks", "compute"]
+ORDER = ["wfbp", "p3", "auto", "fusion", "p3-fp16", "p3-qsgd8", "ddp", "ddp-view", "ddp-fp16", "ddp-gs-fp16",
+         "ddp-gs-qsgd8", "hooks", "compute"]
 BITS = {"wfbp": 32, "p3": 32, "auto": 32, "fusion": 32, "p3-fp16": 16, "p3-qsgd8": 8.0625, "ddp": 32, "ddp-view": 32,
-        "ddp-fp16": 16}
+        "ddp-fp16": 16, "ddp-gs-fp16": 16, "ddp-gs-qsgd8": 8.0625}
 NAMES = {"wfbp": "gradsync WFBP", "p3": "gradsync P3 fp32", "auto": "gradsync default (slicing auto) fp32",
          "fusion": "gradsync fusion:25MiB fp32",
          "p3-fp16": "gradsync P3 fp16", "p3-qsgd8": "gradsync P3 qsgd8", "ddp": "DDP", "ddp-fp16": "DDP fp16 hook",
          "ddp-view": "DDP gradient_as_bucket_view + static_graph",
+         "ddp-gs-fp16": "DDP + gradsync hook fp16", "ddp-gs-qsgd8": "DDP + gradsync hook qsgd8",
          "hooks": "gradsync hooks, 1 node", "compute": "compute only"}
 
 
@@ -51,6 +54,8 @@ def analyse(root):
         runs.append({**r, "ok": ok, "iteration_s": it, "parameters": m.get("parameters"),
                      "blas": m.get("config", {}).get("blas"), "gradsync": m.get("gradsync", {}),
                      "samples_per_s": r["batch"] * r["nodes"] / it if it else None})
+    runs = merge_rounds(runs)
+    setup = setup_of(records)
     for r in runs:  # the bounds, once every run is known
         compute = find(runs, r["model"], r["link"], "compute")
         bps = rates.get(r["link"], {}).get("bound_bps")
@@ -60,7 +65,25 @@ def analyse(root):
             wire = 2 * (n - 1) / n * r["parameters"] * BITS[r["contender"]] / bps
         r["wire_s"] = wire
         r["bound_s"] = max(x for x in (compute, wire) if x) if (compute or wire) else None
-    return rates, runs
+    return rates, runs, setup
+
+
+def merge_rounds(runs):
+    """One entry per model, link and contender: with --rounds, the median of its rounds' medians,
+    their spread (min, max) and how many rounds ran (a failed round fails the entry)."""
+    merged = {}
+    for r in runs:
+        merged.setdefault((r["model"], r["link"], r["contender"]), []).append(r)
+    out = []
+    for rounds in merged.values():
+        ok = all(r["ok"] for r in rounds)
+        seconds = [r["iteration_s"] for r in rounds]
+        it = statistics.median(seconds) if ok else None
+        out.append({**rounds[0], "ok": ok, "iteration_s": it, "rounds": len(rounds),
+                    "round_seconds": seconds if ok else None,
+                    "spread_s": [min(seconds), max(seconds)] if ok else None,
+                    "samples_per_s": rounds[0]["batch"] * rounds[0]["nodes"] / it if it else None})
+    return out
 
 
 def find(runs, model, link, contender):
@@ -104,15 +127,19 @@ def goals(runs, model, links):
                  auto <= ddp if ddp else None)
         p3h, ddph = get(link, "p3-fp16"), get(link, "ddp-fp16")
         line(f"P3 fp16 against DDP's fp16 hook at {link}: {ratio(p3h, ddph)} x (goal <= 1)", p3h <= ddph if p3h and ddph else None)
+        hooked = get(link, "ddp-gs-qsgd8")
+        if hooked:
+            line(f"DDP with gradsync's qsgd8 comm hook against DDP's fp16 hook at {link}: {ratio(hooked, ddph)} x (goal < 1)",
+                 hooked < ddph if ddph else None)
     hooks, compute = get(links[0] if links else "", "hooks"), get(links[0] if links else "", "compute")
     line(f"gradsync's hooks on one node without communication: {ratio(hooks, compute)} x plain PyTorch (goal <= 1.03)",
          hooks <= 1.03 * compute if hooks and compute else None)
     return out
 
 
-def table(rates, runs):
-    out = ["| model | link | contender | iteration s | samples/s | x compute | wire s | x bound | x DDP |",
-           "|---|---|---|---|---|---|---|---|---|"]
+def table(rates, runs, setup):
+    out = [setup_line(setup) + "| model | link | contender | iteration s | rounds (min-max s) | samples/s | x compute | wire s | x bound | x DDP |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     models = list(dict.fromkeys(r["model"] for r in runs))
     links = list(dict.fromkeys(r["link"] for r in runs))
     for model in models:
@@ -122,11 +149,12 @@ def table(rates, runs):
                 if not r:
                     continue
                 if not r["ok"]:
-                    out.append(f"| {model} | {link} | {NAMES[c]} | failed | | | | | |")
+                    out.append(f"| {model} | {link} | {NAMES[c]} | failed | | | | | | |")
                     continue
-                ddp = find(runs, model, link, "ddp-fp16" if c == "p3-fp16" else "ddp")
+                ddp = find(runs, model, link, "ddp-fp16" if c in ("p3-fp16", "ddp-gs-fp16", "ddp-gs-qsgd8") else "ddp")
                 it = r["iteration_s"]
-                cells = [model, link, NAMES[c], f"{it:.3f}", f"{r['samples_per_s']:.2f}",
+                spread = f"{r['rounds']} ({r['spread_s'][0]:.3f}-{r['spread_s'][1]:.3f})" if r["rounds"] > 1 else "1"
+                cells = [model, link, NAMES[c], f"{it:.3f}", spread, f"{r['samples_per_s']:.2f}",
                          ratio(it, find(runs, model, link, "compute")), f"{r['wire_s']:.3f}" if r["wire_s"] else "-",
                          ratio(it, r["bound_s"]), ratio(it, ddp) if c in BITS else "-"]
                 out.append("| " + " | ".join(cells) + " |")
@@ -174,11 +202,11 @@ def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     root = sys.argv[1]
-    rates, runs = analyse(root)
+    rates, runs, setup = analyse(root)
     with open(os.path.join(root, "results.json"), "w") as f:
-        json.dump({"links": rates, "runs": runs}, f, indent=2)
+        json.dump({"setup": setup, "links": rates, "runs": runs}, f, indent=2)
     with open(os.path.join(root, "table.md"), "w") as f:
-        f.write(table(rates, runs))
+        f.write(table(rates, runs, setup))
     if shutil.which("gnuplot"):
         for model in dict.fromkeys(r["model"] for r in runs):
             throughput_plot(root, rates, runs, model)

@@ -14,10 +14,10 @@ E2E_DIR=$REPO/benchmarks/e2e
 source "$E2E_DIR/record.sh"
 
 models=vgg16,resnet50,transformer nodes=2 links=unlimited,10gbit,1gbit,300mbit
-# bench.py's contenders; the default runs all but fusion and ddp-view
-known_contenders=compute,hooks,ddp,ddp-fp16,wfbp,p3,p3-fp16,p3-qsgd8,auto,fusion,ddp-view
-contenders=${known_contenders%,fusion,ddp-view}
-iterations=10 warmup=2 threads=1 run_timeout=3600 install=1 loopback=0 python=/usr/bin/python3
+# bench.py's contenders; the default runs all but fusion, ddp-view and the ddp-gs-* comm hooks
+known_contenders=compute,hooks,ddp,ddp-fp16,wfbp,p3,p3-fp16,p3-qsgd8,auto,fusion,ddp-view,ddp-gs-fp16,ddp-gs-qsgd8
+contenders=${known_contenders%,fusion,ddp-view,ddp-gs-fp16,ddp-gs-qsgd8}
+iterations=10 warmup=2 threads=1 rounds=1 run_timeout=3600 install=1 loopback=0 python=/usr/bin/python3
 pythonpath= out=$REPO/build/e2e-torch/$(date +%Y%m%d-%H%M%S)
 # Batch per rank and input of each model: seconds of compute per iteration on one core (VGG-16
 # ~46 GFLOP an image at 224x224, a quarter of it at 112; ResNet-50 ~12; the Transformer, 44M
@@ -36,6 +36,9 @@ usage: sweep.sh [options]
   --iterations N      per run (default $iterations); the first --warmup are not counted
   --warmup N          (default $warmup)
   --threads N         compute threads per rank (default $threads)
+  --rounds R          run every contender R times per model and link, alternating (contender after
+                      contender, then again): report.py gives the median of the rounds and their
+                      spread (default $rounds)
   --python PATH       the interpreter every contender runs under (default /usr/bin/python3: Debian's
                       PyTorch 1.13 on OpenBLAS, checked); a venv's (PyTorch 2.x) must have gradsync
                       pip-installed (scripts/test_torch.sh does) and torchvision
@@ -55,7 +58,7 @@ die() {
 
 while [ $# -gt 0 ]; do
   case $1 in
-    --models | --nodes | --links | --contenders | --iterations | --warmup | --threads | --python | --pythonpath | --out | --run-timeout)
+    --models | --nodes | --links | --contenders | --iterations | --warmup | --threads | --rounds | --python | --pythonpath | --out | --run-timeout)
       [ $# -ge 2 ] || die "$1 needs a value"
       opt=${1#--}
       printf -v "${opt//-/_}" %s "$2"
@@ -74,10 +77,11 @@ while [ $# -gt 0 ]; do
 done
 
 # ---- check the input before touching the machine ----
-for n in nodes iterations warmup threads run_timeout; do
+for n in nodes iterations warmup threads rounds run_timeout; do
   [[ ${!n} =~ ^[0-9]+$ ]] || die "--${n//_/-} must be a whole number, got '${!n}'"
 done
 [ "$nodes" -ge 2 ] || die "--nodes must be at least 2"
+[ "$rounds" -ge 1 ] || die "--rounds must be at least 1"
 [ "$iterations" -gt "$warmup" ] || die "--iterations ($iterations) must exceed --warmup ($warmup)"
 IFS=, read -ra model_list <<<"$models"
 IFS=, read -ra link_list <<<"$links"
@@ -149,9 +153,10 @@ fi
 
 free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'; }
 
-# run MODEL LINK CONTENDER: one run, rank 0's metrics in raw/MODEL.LINK.CONTENDER.json.
+# run MODEL LINK CONTENDER ROUND: one run, rank 0's metrics in raw/MODEL.LINK.CONTENDER[.rROUND].json.
 run() {
-  local model=$1 link=$2 contender=$3 tag=$1.$2.$3 rc start
+  local model=$1 link=$2 contender=$3 round=$4 tag=$1.$2.$3 rc start
+  [ "$rounds" -eq 1 ] || tag+=.r$round
   local log=$out/raw/$tag.log metrics=$out/raw/$tag.json
   local bench=("$python" -P "$HERE/bench.py" --model "$model" --contender "$contender" --batch "${BATCH[$model]}"
     --input "${INPUT[$model]}" --iterations "$iterations" --threads "$threads" --timeout "$run_timeout")
@@ -162,6 +167,11 @@ run() {
       topo_on_each_node "$log" "${bench[@]}" --metrics "$out/raw/$tag.rank%RANK%.json"
       rc=$?
       mv -f "$out/raw/$tag.rank0.json" "$metrics" 2>/dev/null
+      ;;
+    ddp-gs-*) # mpirun's ranks for gradsync's hook, DDP's rendezvous beside them
+      MASTER_ADDR=$master MASTER_PORT=$(free_port) GLOO_SOCKET_IFNAME=$iface \
+        mpi_run "$log" -x MASTER_ADDR -x MASTER_PORT -x GLOO_SOCKET_IFNAME "${bench[@]}" --metrics "$metrics"
+      rc=$?
       ;;
     ddp*)
       topo_on_each_node "$log" env RANK=%RANK% WORLD_SIZE="$nodes" MASTER_ADDR="$master" MASTER_PORT="$(free_port)" \
@@ -176,7 +186,7 @@ run() {
   local took
   took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
   record model="$model" nodes="$nodes" link="$link" contender="$contender" batch="${BATCH[$model]}" \
-    input="${INPUT[$model]}" warmup="$warmup" rc=$rc metrics="raw/$tag.json" log="raw/$tag.log" seconds="$took"
+    input="${INPUT[$model]}" warmup="$warmup" round="$round" rc=$rc metrics="raw/$tag.json" log="raw/$tag.log" seconds="$took"
   if [ $rc -eq 0 ] && [ -s "$metrics" ]; then
     echo "  $tag: $(/usr/bin/python3 "$HERE/report.py" --median "$metrics" "$warmup") s/iteration ($took s)"
   else
@@ -187,7 +197,9 @@ run() {
 
 # One function, read whole before it starts: editing this file during a sweep changes nothing.
 main() {
-  echo "sweep: $nodes nodes$([ $loopback = 1 ] && echo ' on loopback'), models $models, links $links, contenders $contenders, $iterations iterations ($warmup warm-up), BLAS $blas${coretype:+ (OPENBLAS_CORETYPE=$coretype)}, results in $out"
+  echo "sweep: $nodes nodes$([ $loopback = 1 ] && echo ' on loopback'), models $models, links $links, contenders $contenders, $rounds round(s) of $iterations iterations ($warmup warm-up), BLAS $blas${coretype:+ (OPENBLAS_CORETYPE=$coretype)}, results in $out"
+  record_machine
+  record python="$python" torch="$("$python" -c 'import torch; print(torch.__version__)' 2>/dev/null)" threads="$threads" rounds="$rounds" loopback="$loopback"
   for link in "${link_list[@]}"; do
     local bps=0
     if [ $loopback = 0 ]; then
@@ -196,11 +208,13 @@ main() {
     fi
     record link="$link" measured_bps="${bps:-0}"
     for model in "${model_list[@]}"; do
-      for contender in "${contender_list[@]}"; do
-        # compute only next to each link's runs (the machine's load drifts: the bound is measured
-        # beside what it bounds); the hooks, which need no network, once per model
-        [ "$contender" = hooks ] && [ "$link" != "${link_list[0]}" ] && continue
-        run "$model" "$link" "$contender"
+      for round in $(seq "$rounds"); do
+        for contender in "${contender_list[@]}"; do
+          # compute only next to each link's runs (the machine's load drifts: the bound is measured
+          # beside what it bounds); the hooks, which need no network, once per model and round
+          [ "$contender" = hooks ] && [ "$link" != "${link_list[0]}" ] && continue
+          run "$model" "$link" "$contender" "$round"
+        done
       done
     done
   done
