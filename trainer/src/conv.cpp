@@ -119,60 +119,75 @@ Tensor Conv2d::backward(const Tensor& dy, Context& ctx) {
 #elif !defined(GRADSYNC_TRAINER_CUDA)
   if (lowering_ == Lowering::automatic) return onednn_backward(dy, ctx);
 #endif
-  const std::size_t n = input_.dim(0), h = input_.dim(2), w = input_.dim(3);
-  const std::size_t oh = dy.dim(2), ow = dy.dim(3), s = oh * ow, rows = in_ * k_ * k_;
+  const std::size_t n = input_.dim(0), s = dy.dim(2) * dy.dim(3), rows = in_ * k_ * k_;
   const std::size_t nb_max = per_image() ? 1 : chunk_images(n, rows, s);
-  auto im2col = [&](std::size_t b0, std::size_t nb) {
-    backend::for_each_2d(nb * rows, s, kernels::Im2col{input_.data() + b0 * in_ * h * w, col_.data(), in_, h, w, k_,
-                                                       stride_, pad_, oh, ow, nb * s});
-  };
-  auto col2im = [&](std::size_t b0, std::size_t nb, Tensor& dx) {
-    backend::for_each_2d(nb * in_, h * w, kernels::Col2im{col_.data(), dx.data() + b0 * in_ * h * w, in_, h, w, k_,
-                                                          stride_, pad_, oh, ow, nb * s});
-  };
   if (has_bias_) {  // per-plane partial sums, then per channel (kernels.hpp PlaneSum)
     Tensor partial({n * out_});
     backend::reduce_rows(n * out_, s, kernels::PlaneSum{dy.data(), s}, partial.data());
     backend::reduce_rows(out_, n, kernels::ChannelPartial{partial.data(), out_}, bias.grad.data());
   }
   Tensor dx(input_.shape());
-  if (nb_max == 1 && stride_ == 1) {  // padded-width form, as in forward
-    const Shifted g = shifted(h, w, oh);
-    auto widen = [&](std::size_t i) {
-      backend::for_each(out_, kernels::WidenColumns{dy.data() + i * out_ * s, chunk_.data(), oh, ow, g.wp}, g.positions);
-    };
-    for (std::size_t i = 0; i < n; ++i) {
-      pad_image(input_.data() + i * in_ * h * w, h, w, g);
-      widen(i);
-      backend::gemm(false, true, out_, rows, g.positions, 1.0f, chunk_.data(), g.positions, col_.data(), g.positions,
-                    i == 0 ? 0.0f : 1.0f, weight.grad.data(), rows);
-    }
-    grads_ready(ctx);
-    for (std::size_t i = 0; i < n; ++i) {
-      widen(i);
-      backend::gemm(true, false, rows, g.positions, out_, 1.0f, weight.value.data(), rows, chunk_.data(), g.positions,
-                    0.0f, col_.data(), g.positions);
-      backend::for_each(in_, kernels::ShiftedCol2im{col_.data(), padded_.data(), dx.data() + i * in_ * h * w, h, w, k_,
-                                                    pad_, g.plane, g.positions}, k_ * k_ * g.positions);
-    }
-    return dx;
+  if (nb_max == 1 && stride_ == 1) backward_shifted(dy, dx, ctx);  // padded-width form, as in forward
+  else if (nb_max == 1) backward_per_image(dy, dx, ctx);
+  else backward_batched(dy, dx, nb_max, ctx);
+  return dx;
+}
+
+void Conv2d::im2col(std::size_t b0, std::size_t nb, std::size_t oh, std::size_t ow) {
+  const std::size_t h = input_.dim(2), w = input_.dim(3);
+  backend::for_each_2d(nb * in_ * k_ * k_, oh * ow, kernels::Im2col{input_.data() + b0 * in_ * h * w, col_.data(), in_, h,
+                                                                    w, k_, stride_, pad_, oh, ow, nb * oh * ow});
+}
+
+void Conv2d::col2im(std::size_t b0, std::size_t nb, std::size_t oh, std::size_t ow, Tensor& dx) {
+  const std::size_t h = input_.dim(2), w = input_.dim(3);
+  backend::for_each_2d(nb * in_, h * w, kernels::Col2im{col_.data(), dx.data() + b0 * in_ * h * w, in_, h, w, k_,
+                                                        stride_, pad_, oh, ow, nb * oh * ow});
+}
+
+void Conv2d::backward_shifted(const Tensor& dy, Tensor& dx, Context& ctx) {
+  const std::size_t n = input_.dim(0), h = input_.dim(2), w = input_.dim(3);
+  const std::size_t oh = dy.dim(2), ow = dy.dim(3), s = oh * ow, rows = in_ * k_ * k_;
+  const Shifted g = shifted(h, w, oh);
+  auto widen = [&](std::size_t i) {
+    backend::for_each(out_, kernels::WidenColumns{dy.data() + i * out_ * s, chunk_.data(), oh, ow, g.wp}, g.positions);
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    pad_image(input_.data() + i * in_ * h * w, h, w, g);
+    widen(i);
+    backend::gemm(false, true, out_, rows, g.positions, 1.0f, chunk_.data(), g.positions, col_.data(), g.positions,
+                  i == 0 ? 0.0f : 1.0f, weight.grad.data(), rows);
   }
+  grads_ready(ctx);
+  for (std::size_t i = 0; i < n; ++i) {
+    widen(i);
+    backend::gemm(true, false, rows, g.positions, out_, 1.0f, weight.value.data(), rows, chunk_.data(), g.positions,
+                  0.0f, col_.data(), g.positions);
+    backend::for_each(in_, kernels::ShiftedCol2im{col_.data(), padded_.data(), dx.data() + i * in_ * h * w, h, w, k_,
+                                                  pad_, g.plane, g.positions}, k_ * k_ * g.positions);
+  }
+}
+
+void Conv2d::backward_per_image(const Tensor& dy, Tensor& dx, Context& ctx) {  // dy_i is already [out, S], no gather
+  const std::size_t n = input_.dim(0), oh = dy.dim(2), ow = dy.dim(3), s = oh * ow, rows = in_ * k_ * k_;
+  col_.resize({rows, s});
+  for (std::size_t i = 0; i < n; ++i) {
+    im2col(i, 1, oh, ow);
+    backend::gemm(false, true, out_, rows, s, 1.0f, dy.data() + i * out_ * s, s, col_.data(), s, i == 0 ? 0.0f : 1.0f,
+                  weight.grad.data(), rows);
+  }
+  grads_ready(ctx);  // parameter gradients first: the synchronizer starts on them during pass 2
+  for (std::size_t i = 0; i < n; ++i) {
+    backend::gemm(true, false, rows, s, out_, 1.0f, weight.value.data(), rows, dy.data() + i * out_ * s, s, 0.0f,
+                  col_.data(), s);
+    col2im(i, 1, oh, ow, dx);
+  }
+  col_valid_ = false;
+}
+
+void Conv2d::backward_batched(const Tensor& dy, Tensor& dx, std::size_t nb_max, Context& ctx) {
+  const std::size_t n = input_.dim(0), oh = dy.dim(2), ow = dy.dim(3), s = oh * ow, rows = in_ * k_ * k_;
   col_.resize({rows, nb_max * s});
-  if (nb_max == 1) {  // per image: dy_i is already [out, S], no gather
-    for (std::size_t i = 0; i < n; ++i) {
-      im2col(i, 1);
-      backend::gemm(false, true, out_, rows, s, 1.0f, dy.data() + i * out_ * s, s, col_.data(), s, i == 0 ? 0.0f : 1.0f,
-                    weight.grad.data(), rows);
-    }
-    grads_ready(ctx);  // parameter gradients first: the synchronizer starts on them during pass 2
-    for (std::size_t i = 0; i < n; ++i) {
-      backend::gemm(true, false, rows, s, out_, 1.0f, weight.value.data(), rows, dy.data() + i * out_ * s, s, 0.0f,
-                    col_.data(), s);
-      col2im(i, 1, dx);
-    }
-    col_valid_ = false;
-    return dx;
-  }
   chunk_.resize({out_, nb_max * s});  // dy of a chunk as [out, nb * S]
   auto gather = [&](std::size_t b0, std::size_t nb) {
     backend::for_each_2d(nb * out_, s, kernels::NchwToChunk{dy.data() + b0 * out_ * s, chunk_.data(), out_, s, nb});
@@ -180,7 +195,7 @@ Tensor Conv2d::backward(const Tensor& dy, Context& ctx) {
   // Pass 1: parameter gradients, so they can be handed to the synchronizer before the input gradient.
   for (std::size_t b0 = 0; b0 < n; b0 += nb_max) {
     const std::size_t nb = std::min(nb_max, n - b0), ld = nb * s;
-    if (!col_valid_) im2col(b0, nb);
+    if (!col_valid_) im2col(b0, nb, oh, ow);
     gather(b0, nb);
     backend::gemm(false, true, out_, rows, ld, 1.0f, chunk_.data(), ld, col_.data(), ld, b0 == 0 ? 0.0f : 1.0f,
                   weight.grad.data(), rows);
@@ -194,9 +209,8 @@ Tensor Conv2d::backward(const Tensor& dy, Context& ctx) {
     if (!single_chunk) gather(b0, nb);
     backend::gemm(true, false, rows, ld, out_, 1.0f, weight.value.data(), rows, chunk_.data(), ld, 0.0f, col_.data(),
                   ld);
-    col2im(b0, nb, dx);
+    col2im(b0, nb, oh, ow, dx);
   }
-  return dx;
 }
 
 #if !defined(GRADSYNC_TRAINER_CUDA)

@@ -51,6 +51,15 @@ class Conv2d final : public Module {
   };
   Shifted shifted(std::size_t h, std::size_t w, std::size_t oh);
   void pad_image(const float* x, std::size_t h, std::size_t w, const Shifted& g);  // x -> padded_ -> col_
+  // input_'s images b0 .. b0 + nb - 1 as columns of col_ for an oh x ow output (im2col); the
+  // column gradient in col_ back to those images' planes of dx (col2im).
+  void im2col(std::size_t b0, std::size_t nb, std::size_t oh, std::size_t ow);
+  void col2im(std::size_t b0, std::size_t nb, std::size_t oh, std::size_t ow, Tensor& dx);
+  // backward's im2col lowerings (do_forward's three): each writes the parameter gradients and calls
+  // grads_ready before it computes the input gradient into dx.
+  void backward_shifted(const Tensor& dy, Tensor& dx, Context& ctx);
+  void backward_per_image(const Tensor& dy, Tensor& dx, Context& ctx);
+  void backward_batched(const Tensor& dy, Tensor& dx, std::size_t nb_max, Context& ctx);
 
   std::size_t in_, out_, k_, stride_, pad_;
   bool has_bias_;
