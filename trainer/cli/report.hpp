@@ -9,10 +9,7 @@
 #include <gradsync/core/statistics.hpp>
 
 #include "cli/options.hpp"
-// Retune and sim::Tuning. Through retune.hpp, which includes sim/link_meter.hpp before
-// sim/link_tuning.hpp: link_meter.hpp names gradsync::UnitEvent unqualified, and after
-// sim/simulator.hpp (which link_tuning.hpp includes, through tuner.hpp) that finds sim::UnitEvent.
-#include "gradsync/trainer/retune.hpp"
+#include "gradsync/trainer/retune.hpp"  // Retune and sim::Tuning
 #include "gradsync/trainer/trainer.hpp"
 
 namespace gradsync::trainer::cli {

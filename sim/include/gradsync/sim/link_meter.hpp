@@ -48,7 +48,7 @@ struct LinkWindow {
 /// Collects units as they finish (from any thread) and hands them over a window at a time.
 class LinkMeter {
  public:
-  void add(const UnitEvent& e) {
+  void add(const gradsync::UnitEvent& e) {
     std::lock_guard lock(mutex_);
     spans_.push_back({e.started, e.finished, e.bytes_sent});
   }
@@ -63,7 +63,7 @@ class LinkMeter {
     std::ranges::sort(spans, {}, &Span::started);
     LinkWindow w;
     w.units = spans.size();
-    UnitEvent::clock::time_point covered{};  // the end of the union so far
+    gradsync::UnitEvent::clock::time_point covered{};  // the end of the union so far
     for (const Span& s : spans) {
       w.bytes += s.bytes;
       const auto from = std::max(s.started, covered);
@@ -77,7 +77,7 @@ class LinkMeter {
 
  private:
   struct Span {
-    UnitEvent::clock::time_point started, finished;
+    gradsync::UnitEvent::clock::time_point started, finished;
     std::size_t bytes;
   };
   std::mutex mutex_;
