@@ -100,7 +100,7 @@ TEST_CASE("the parameter server's steady state does not allocate") {
 // served by one rank and pushed by the n - 1 others):
 //  - every rank's DifferentialPs::run: the unit's Transfer (its block classification and block
 //    magnitudes: 2n), classify's block order and stable_sort's buffer (2n);
-//  - the serving rank, its DifferentialUnit: `taken` and `stage`, each a prototype row, the outer
+//  - the serving rank, its DifferentialCollecting: `taken` and `stage`, each a prototype row, the outer
 //    vector and a row per rank (2 (n + 2)); `reported`, its row per rank (n + 1); `pushed`, the
 //    push buffer `in`, `dropped_block` (3); the broadcast, made at its header's size and grown to
 //    the aggregate's (2);

@@ -71,7 +71,7 @@ void RetuningSync::recheck() {
       pace_watch_.reset();
     }
   }
-  sim::from_rank0(t_, sim::retune_tag, moved);
+  transport::broadcast_value(t_, sim::retune_tag, moved);
   if (moved.rate == 0 && moved.pace == 0) return;
   sim::Tuning next = sim::tune_on_link(t_, profile_, space_);
   const bool change = !same(next.chosen, tuning_.chosen);

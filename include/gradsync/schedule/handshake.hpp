@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../core/error.hpp"
+#include "../transport/bootstrap.hpp"
 #include "../transport/transport.hpp"
 #include "tags.hpp"
 
@@ -94,6 +95,14 @@ inline std::string compare_hello(const HandshakeInfo& root, const HandshakeInfo&
   return {};
 }
 
+/// Rank 0's reading of rank `rank`'s hello: empty when it agrees with `root`.
+inline std::string judge(const HandshakeInfo& root, std::span<const std::byte> hello, int rank) {
+  if (hello.size() < sizeof(HelloHeader))
+    return "rank " + std::to_string(rank) + " sent a malformed handshake (different gradsync version?)";
+  const auto h = header_of<HelloHeader>(hello);
+  return compare_hello(root, {h.layout_signature, h.world, h.layers, text_of(hello, sizeof h)}, rank);
+}
+
 }  // namespace detail
 
 /// Runs the handshake on `t`; throws PeerError with the same message on every rank on mismatch.
@@ -103,39 +112,29 @@ inline std::uint64_t handshake(transport::Transport& t, const HandshakeInfo& min
     throw UsageError("gradsync: the policies' descriptions take " + std::to_string(mine.agreed.size()) +
                      " characters, more than the handshake's " + std::to_string(max_agreed_text) +
                      ": give the policies shorter describe() texts");
-  const int n = t.size();
-  std::vector<std::byte> in;
-  std::string verdict;
-  std::uint64_t session = 0;
+  const auto hello = detail::message(detail::HelloHeader{mine.layout_signature, mine.world, mine.layers}, mine.agreed);
+  constexpr std::size_t max_hello = sizeof(detail::HelloHeader) + max_agreed_text;
+  std::vector<std::byte> verdict;
   if (t.rank() == 0) {
-    session = std::random_device{}() ^ static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    in.resize(sizeof(detail::HelloHeader) + max_agreed_text);
-    for (int r = 1; r < n; ++r) {
-      const std::size_t got = t.recv(r, handshake_tag, in);
-      if (got < sizeof(detail::HelloHeader)) {
-        if (verdict.empty()) verdict = "rank " + std::to_string(r) + " sent a malformed handshake (different gradsync version?)";
-        continue;
-      }
-      const auto m = std::span(in).first(got);
-      const auto h = detail::header_of<detail::HelloHeader>(m);
-      const HandshakeInfo other{h.layout_signature, h.world, h.layers, detail::text_of(m, sizeof h)};
-      if (verdict.empty()) verdict = detail::compare_hello(mine, other, r);
+    std::string why;
+    try {
+      const auto hellos = transport::gather(t, handshake_tag, hello, max_hello);
+      for (std::size_t r = 1; r < hellos.size() && why.empty(); ++r) why = detail::judge(mine, hellos[r], static_cast<int>(r));
+    } catch (const PeerError& e) {
+      why = e.what();  // a rank that speaks another protocol: every rank is told
     }
-    const auto out = detail::message(detail::VerdictHeader{session}, verdict);
-    for (int r = 1; r < n; ++r) t.send(r, handshake_tag, out);
+    const std::uint64_t session =
+        std::random_device{}() ^ static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    verdict = detail::message(detail::VerdictHeader{session}, why);
   } else {
-    t.send(0, handshake_tag,
-           detail::message(detail::HelloHeader{mine.layout_signature, mine.world, mine.layers}, mine.agreed));
-    in.resize(sizeof(detail::VerdictHeader) + detail::max_verdict_text);
-    const std::size_t got = t.recv(0, handshake_tag, in);
-    if (got < sizeof(detail::VerdictHeader))
-      throw PeerError("gradsync: ranks disagree: rank 0 sent a malformed handshake verdict (different gradsync version?)");
-    const auto m = std::span(in).first(got);
-    session = detail::header_of<detail::VerdictHeader>(m).session;
-    verdict = detail::text_of(m, sizeof(detail::VerdictHeader));
+    transport::gather(t, handshake_tag, hello, max_hello);
   }
-  if (!verdict.empty()) throw PeerError("gradsync: ranks disagree: " + verdict);
-  return session;
+  transport::broadcast(t, handshake_tag, verdict, sizeof(detail::VerdictHeader) + detail::max_verdict_text);
+  if (verdict.size() < sizeof(detail::VerdictHeader))
+    throw PeerError("gradsync: ranks disagree: rank 0 sent a malformed handshake verdict (different gradsync version?)");
+  const std::string why = detail::text_of(verdict, sizeof(detail::VerdictHeader));
+  if (!why.empty()) throw PeerError("gradsync: ranks disagree: " + why);
+  return detail::header_of<detail::VerdictHeader>(verdict).session;
 }
 
 }  // namespace gradsync::schedule

@@ -124,7 +124,7 @@ class Plan {
   }
 
   std::vector<std::size_t> lane_capacities() const {
-    if (units.size() >= transport::reserved_tags) throw UsageError("gradsync: too many units; use larger slices");
+    if (units.size() > transport::unit_tags_end) throw UsageError("gradsync: too many units; use larger slices");
     const std::size_t levels = policies.priority.levels(layout);
     std::vector<std::size_t> cap(levels, 0);
     for (std::uint32_t u = 0; u < units.size(); ++u) {

@@ -27,15 +27,20 @@ struct TagRange {
   constexpr Tag end() const { return first + count; }
 };
 
-/// Tags at or above reserved_tags carry gradsync's own control traffic, in one range per layer;
-/// each layer picks its tags from its range in its own header (transport/tags.hpp,
-/// collective/tags.hpp, schedule/tags.hpp). Below them: units (a unit's index is its tag) and a
-/// program's own messages.
+/// Every tag on a transport, in one place. Tags at or above reserved_tags carry gradsync's own
+/// control traffic, in one range per layer; each layer picks its tags from its range in its own
+/// header (transport/tags.hpp, collective/tags.hpp, schedule/tags.hpp). Below them, tags a
+/// Synchronizer never reads, so programs may use them on a transport it shares: the tools' and
+/// adapters' (sim's link tuning, the PyTorch adapter's exchange) and the application's own; below
+/// those, units (a unit's index is its tag, from 0).
 inline constexpr Tag reserved_tags = 0x7fff0000u;
 inline constexpr TagRange transport_tags{reserved_tags, 16};        ///< transports' own setup
 inline constexpr TagRange collective_tags{transport_tags.end(), 16};  ///< collectives' own setup
 inline constexpr TagRange schedule_tags{collective_tags.end(), 16};   ///< the schedule's protocol
 inline constexpr Tag last_reserved_tag = schedule_tags.end() - 1;     ///< a transport must carry tags up to this
+inline constexpr TagRange tool_tags{reserved_tags - 16, 16};          ///< gradsync's tools and adapters
+inline constexpr TagRange application_tags{tool_tags.first - 1024, 1024};  ///< a program's own messages
+inline constexpr Tag unit_tags_end = application_tags.first;  ///< units are tagged 0 .. unit_tags_end - 1
 
 class Transport {
  public:

@@ -17,15 +17,16 @@
 #include <vector>
 
 #include <gradsync/core/error.hpp>
+#include <gradsync/transport/bootstrap.hpp>
 #include <gradsync/transport/transport.hpp>
 #include "profile.hpp"
 #include "tuner.hpp"
 
 namespace gradsync::sim {
 
-// Below gradsync's reserved tags, so a Synchronizer on the same transport never reads them.
-inline constexpr transport::Tag tune_tag = transport::reserved_tags - 1;    ///< measuring, the first choice
-inline constexpr transport::Tag retune_tag = transport::reserved_tags - 2;  ///< gradsync-train's online re-checks
+// From the tools' range, so a Synchronizer on the same transport never reads them.
+inline constexpr transport::Tag tune_tag = transport::tool_tags.at(0);    ///< measuring, the first choice
+inline constexpr transport::Tag retune_tag = transport::tool_tags.at(1);  ///< gradsync-train's online re-checks
 
 struct MeasuredLink {
   double bytes_per_second = 0;  ///< one way, rank 0 to rank 1
@@ -38,17 +39,6 @@ struct Tuning {
   MeasuredLink link;
   double wall_seconds = 0;  ///< measuring and tuning, on rank 0
 };
-
-/// Every rank calls it at the same point: every rank's `value` becomes rank 0's, sent with `tag`.
-template <class T>
-void from_rank0(transport::Transport& t, transport::Tag tag, T& value) {
-  static_assert(std::is_trivially_copyable_v<T>);
-  if (t.rank() == 0) {
-    for (int r = 1; r < t.size(); ++r) t.send(r, tag, std::as_bytes(std::span(&value, 1)));
-  } else if (t.recv(0, tag, std::as_writable_bytes(std::span(&value, 1))) != sizeof value) {
-    throw PeerError("gradsync: tuning: rank 0's message came malformed (the ranks run different builds?)");
-  }
-}
 
 /// The simulator's network for `ranks` ranks on `link` (one rank: nothing on the wire).
 inline Network network(int ranks, const MeasuredLink& link) {
@@ -135,7 +125,7 @@ inline Tuning share_tuning(transport::Transport& t, const Tuning& rank0s) {
     m.latency_seconds = rank0s.link.latency_seconds;
     m.wall_seconds = rank0s.wall_seconds;
   }
-  from_rank0(t, tune_tag, m);
+  transport::broadcast_value(t, tune_tag, m);
   if (t.rank() == 0) return rank0s;
   return {{m.slicing, m.collective, m.inflight_units, m.credit_bytes, m.seconds},
           m.default_seconds,
