@@ -14,6 +14,7 @@
 ///   reducer.submit(bucket, index, last, [](std::exception_ptr failed) { /* bucket holds the mean */ });
 /// \endcode
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -33,6 +34,10 @@
 #include "../transport/transport.hpp"
 
 namespace gradsync::torch {
+
+/// Polled, never sent: see BucketReducer::keep_sends_moving (sim's link tuning and the exchange
+/// have the range's first three).
+inline constexpr transport::Tag idle_tag = transport::tool_tags.at(3);
 
 class BucketReducer {
  public:
@@ -90,6 +95,8 @@ class BucketReducer {
   std::string describe() const { return codec::describe(codec_) + "/" + collective_.describe(); }
 
  private:
+  static constexpr std::chrono::milliseconds idle_poll{1};
+
   struct Pending {
     std::span<float> bucket;
     std::uint32_t index;
@@ -109,7 +116,11 @@ class BucketReducer {
   void serve() {
     for (;;) {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return closed_ || !queue_.empty(); });
+      while (!wake_.wait_for(lock, idle_poll, [&] { return closed_ || !queue_.empty(); })) {
+        lock.unlock();
+        keep_sends_moving();
+        lock.lock();
+      }
       if (queue_.empty()) return;
       Pending p = std::move(queue_.front());
       queue_.pop_front();
@@ -155,6 +166,14 @@ class BucketReducer {
     stats_.bytes_sent += sent;
     stats_.collective_seconds += took.count();
     if (p.last) stats_.iterations = ++iteration_;
+  }
+
+  /// MPI moves the rest of a large message only inside MPI calls on the sending side (over TCP).
+  /// A bucket's last send may still be on its way when this rank goes idle, and DDP on the peer
+  /// may wait for it before its next bucket (the bucket rebuild after the first iteration): while
+  /// idle, call into the transport. Nothing is ever sent with idle_tag; the poll only progresses.
+  void keep_sends_moving() {
+    if (t_.size() > 1) (void)t_.try_recv((t_.rank() + 1) % t_.size(), idle_tag, {});
   }
 
   /// Buffers for the whole bucket before the collective runs, as schedule::Executors warms them.
