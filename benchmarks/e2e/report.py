@@ -7,7 +7,9 @@ plots/timeline-<model>-<link>-<policy>.png (node 0's link over three iterations,
   report.py --median METRICS.json WARMUP  (the median iteration after warm-up, for progress lines)
 
 Definitions (per model and link; N ranks, P parameters, b bits per element on the wire):
-  iteration  median wall time of rank 0's iterations after warm-up
+  iteration  median wall time of rank 0's iterations after warm-up; with sweep.sh --rounds R the
+             median of the R rounds' medians, "rounds" giving their spread (min-max); the other
+             columns are those of the round nearest that median (rounds.py)
   busy       median of (iteration - time blocked in wait_for): forward + backward + step as run
              next to the communication (gradsync only; compare with compute only)
   wire       2 (N-1)/N * P * b / 8 bytes that each rank must send per iteration (ring all-reduce,
@@ -15,6 +17,9 @@ Definitions (per model and link; N ranks, P parameters, b bits per element on th
              nominal rate; for an unlimited link the rate one TCP stream measured)
   bound      max(compute only of the same trainer, wire); ratios are iteration / bound and
              iteration / DDP's iteration on the same link (x DDP fp16: / DDP with its fp16 hook's)
+  <=         after x DDP or x DDP fp16: at or below DDP in every round - the run's slowest round no
+             slower than DDP's fastest. Never for one round, nor where the rounds' spreads
+             overlap: the ratio of the medians alone claims nothing
   overhead   iteration - compute only of the same trainer: what synchronizing costs it
   bound at line rate  (gradsync, shaped links) max(compute only while every link carries TCP at
              line rate in both directions, wire): the kernel moves those bytes (veth, bridge, tbf,
@@ -36,6 +41,8 @@ import re
 import statistics
 import subprocess
 import sys
+
+from rounds import at_or_below, merge_rounds, spread_cell
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COMPUTE = ["compute", "compute-traffic", "ddp-compute"]  # the compute-only runs, before each model's runs on each link
@@ -72,7 +79,7 @@ def nominal_bps(link):
 
 def setup_of(records):
     """Where and on what the sweep ran (record_machine's line and the sweep's own settings)."""
-    return {k: v for r in records if "machine" in r or "python" in r for k, v in r.items()}
+    return {k: v for r in records if "machine" in r or "rounds" in r for k, v in r.items()}
 
 
 def setup_line(setup):
@@ -83,8 +90,9 @@ def setup_line(setup):
             f"{str(setup.get('commit'))[:12]}{' with local changes' if setup.get('tree_changed') else ''}, "
             f"{setup.get('compiler')}, {setup.get('date')}")
     if setup.get("torch"):
-        line += (f"; PyTorch {setup['torch']} ({setup.get('python')}), {setup.get('threads')} thread(s) per rank, "
-                 f"{setup.get('rounds')} round(s)")
+        line += f"; PyTorch {setup['torch']} ({setup.get('python')}), {setup.get('threads')} thread(s) per rank"
+    if setup.get("rounds"):
+        line += f"; {setup['rounds']} round(s) of every run"
     return line + ".\n\n"
 
 
@@ -131,13 +139,14 @@ def analyse(root, accuracy=None):
             continue
         run = {k: r[k] for k in ("model", "width", "nodes", "link", "policy", "kind", "bits", "rc")}
         run["others_cores"] = r.get("others_cores")
+        run["round"] = r.get("round", 1)
         path = os.path.join(root, r["metrics"])
         run["ok"] = r["rc"] == 0 and os.path.exists(path)
         if run["ok"]:
             m = load_json(path)
             run["iteration_s"], run["busy_s"], run["counted"] = measured(m, r["warmup"])
             run["parameters"] = m["parameters"]
-            run["images_per_s"] = r["nodes"] * m["config"]["batch_per_rank"] / run["iteration_s"]
+            run["batch_per_rank"] = m["config"]["batch_per_rank"]
             sent = m.get("sync", {}).get("rank0_bytes_sent")  # gradsync's own count (payload)
             run["rank0_payload_mb_per_iteration"] = sent / m["iterations"] / 1e6 if sent is not None else None
             its = m["iteration_seconds"]
@@ -159,6 +168,10 @@ def analyse(root, accuracy=None):
             if r["kind"] == "ddp":  # the PyTorch side's settings: version, BLAS, threads, buckets, hook
                 run["peer"] = {k: v for k, v in m["config"].items() if k not in ("model", "width", "iterations")}
         runs.append(run)
+    runs = merge_rounds(runs, key=lambda r: (r["model"], r["link"], r["policy"]))
+    for r in runs:
+        if r["ok"]:
+            r["images_per_s"] = r["nodes"] * r["batch_per_rank"] / r["iteration_s"]
 
     for model in {r["model"] for r in runs}:
         counts = {(r["kind"], r["parameters"]) for r in runs if r["model"] == model and r["ok"]}
@@ -187,8 +200,10 @@ def analyse(root, accuracy=None):
         r["ratio_to_line_rate_bound"] = r["iteration_s"] / r["line_rate_bound_s"] if t else None
         d = ddp.get((r["model"], r["link"], "ddp"))
         r["ratio_to_ddp"] = r["iteration_s"] / d["iteration_s"] if d else None
+        r["at_or_below_ddp"] = at_or_below(r, d)
         d = ddp.get((r["model"], r["link"], "ddp-fp16"))
         r["ratio_to_ddp_fp16"] = r["iteration_s"] / d["iteration_s"] if d else None
+        r["at_or_below_ddp_fp16"] = at_or_below(r, d)
     return rates, runs
 
 
@@ -209,28 +224,36 @@ def table(rates, runs):
         out.append(f"### {model} (width {mine[0]['width']}, {fmt(first and first['parameters'] / 1e6, 1)} M parameters, "
                    f"{mine[0]['nodes']} nodes)\n")
         out += peers(mine)
-        out.append("| link | run | iteration (s) | busy (s) | wire bound (s) | bound (s) | x bound | overhead (s) "
-                   "| bound at line rate (s) | x it | x DDP | x DDP fp16 "
+        out.append("| link | run | iteration (s) | rounds (min-max s) | busy (s) | wire bound (s) | bound (s) | x bound "
+                   "| overhead (s) | bound at line rate (s) | x it | x DDP | x DDP fp16 "
                    "| node 0 sent MB/iter | node 0 sends (Gbit/s) | others (cores) |")
-        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in sorted(mine, key=lambda r: (link_key(rates)(r["link"]), policy_key(r["policy"]))):
             name = NAMES.get(r["policy"], r["policy"])
             if not r["ok"]:
-                out.append(f"| {r['link']} | {name} | FAILED (status {r['rc']}) | | | | | | | | | | | | |")
+                out.append(f"| {r['link']} | {name} | FAILED (status {r['rc']}) | {r['rounds']} | | | | | | | | | | | | |")
                 continue
-            out.append(f"| {r['link']} | {name} | {fmt(r['iteration_s'], 3)} | {fmt(r['busy_s'], 3)} "
+            out.append(f"| {r['link']} | {name} | {fmt(r['iteration_s'], 3)} | {spread_cell(r)} | {fmt(r['busy_s'], 3)} "
                        f"| {fmt(r.get('wire_s'), 3)} | {fmt(r.get('bound_s'), 3)} | {fmt(r.get('ratio_to_bound'))} "
                        f"| {fmt(r.get('overhead_s'), 3)} "
                        f"| {fmt(r.get('line_rate_bound_s'), 3)} | {fmt(r.get('ratio_to_line_rate_bound'))} "
-                       f"| {fmt(r.get('ratio_to_ddp'))} | {fmt(r.get('ratio_to_ddp_fp16'))} "
+                       f"| {fmt(r.get('ratio_to_ddp'))}{marker(r.get('at_or_below_ddp'))} "
+                       f"| {fmt(r.get('ratio_to_ddp_fp16'))}{marker(r.get('at_or_below_ddp_fp16'))} "
                        f"| {fmt(r['node0_wire_mb_per_iteration'], 1)} "
                        f"| {fmt(r['node0_tx_gbps'])} | {fmt(r['others_cores'])} |")
+        if any(r["rounds"] > 1 for r in mine):
+            out.append("\n<= after x DDP: at or below it in every round (the run's slowest round no slower than "
+                       "DDP's fastest); no mark: the rounds do not support that claim.")
         out.append("")
         out += accuracy_table(rates, mine)
     links = ", ".join(f"{k} {fmt(v['measured_bps'] / 1e9 if v['measured_bps'] else None)}"
                       for k, v in sorted(rates.items(), key=lambda kv: link_key(rates)(kv[0])))
     out.append(f"One TCP stream measured (Gbit/s): {links}.\n")
     return "\n".join(out)
+
+
+def marker(at_or_below_it):
+    return " <=" if at_or_below_it else ""
 
 
 def peers(runs):

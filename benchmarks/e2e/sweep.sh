@@ -2,7 +2,10 @@
 # End-to-end sweep: gradsync-train under mpirun and PyTorch DDP across network namespaces, over
 # links of several rates, next to compute-only runs of both; then report.py writes the JSON, the
 # markdown table and the plots. With --accuracy: time to a test accuracy on Fashion-MNIST instead
-# (no compute-only runs). PyTorch runs on OpenBLAS, installed and checked by ../torch_blas.py.
+# (no compute-only runs). With --rounds R every run R times, alternating (all the policies of a
+# model and link, then all again), so that the machine's drifting load reaches every policy alike:
+# report.py gives the median of the rounds and their spread. PyTorch runs on OpenBLAS, installed
+# and checked by ../torch_blas.py.
 # Run as root from anywhere; `sweep.sh --help` lists the options.
 set -uo pipefail
 E2E_DIR=$(cd "$(dirname "$0")" && pwd)
@@ -12,7 +15,7 @@ source "$E2E_DIR/policies.sh"
 source "$E2E_DIR/record.sh"
 
 models=vgg11,resnet20 width=1 nodes=2 links=unlimited,10gbit,1gbit,300mbit policies=$ALL_POLICIES
-iterations=12 warmup=2 batch=32 threads=1 run_timeout=900 install=1 trace=0
+iterations=12 warmup=2 batch=32 threads=1 rounds=1 run_timeout=900 install=1 trace=0
 dataset=synthetic accuracy="" eval_every=0 eval_samples=0 lr=0.05 seed=1
 trainer=$REPO/build/default/trainer/gradsync-train out=$REPO/build/e2e/$(date +%Y%m%d-%H%M%S)
 
@@ -29,6 +32,9 @@ usage: sweep.sh [options]
   --iterations N     per run (default $iterations); the first --warmup are not counted
   --warmup N         (default $warmup)
   --batch N          per rank (default $batch); --threads N compute threads per rank (default $threads)
+  --rounds R         run every policy (and the compute-only runs) R times per model and link,
+                     alternating: report.py gives the median of the rounds and their spread, and
+                     marks a policy at or below DDP only where every round is (default $rounds)
   --lr LR            base learning rate of both trainers (default $lr; cosine schedule, 0.2 epochs
                      of warm-up, momentum 0.9, weight decay 5e-4: gradsync-train's defaults)
   --seed N           of both trainers (default $seed)
@@ -53,7 +59,7 @@ die() {
 
 while [ $# -gt 0 ]; do
   case $1 in
-    --models | --width | --nodes | --links | --policies | --iterations | --warmup | --batch | --threads | --trainer | --out | --run-timeout | \
+    --models | --width | --nodes | --links | --policies | --iterations | --warmup | --batch | --threads | --rounds | --trainer | --out | --run-timeout | \
       --lr | --seed | --accuracy | --dataset | --eval-every | --eval-samples)
       [ $# -ge 2 ] || die "$1 needs a value"
       opt=${1#--}
@@ -77,10 +83,11 @@ while [ $# -gt 0 ]; do
 done
 
 # ---- check the input before touching the machine ----
-for n in nodes iterations warmup batch threads run_timeout seed eval_every eval_samples; do
+for n in nodes iterations warmup batch threads rounds run_timeout seed eval_every eval_samples; do
   [[ ${!n} =~ ^[0-9]+$ ]] || die "--${n//_/-} must be a whole number, got '${!n}'"
 done
 [ "$nodes" -ge 2 ] || die "--nodes must be at least 2"
+[ "$rounds" -ge 1 ] || die "--rounds must be at least 1"
 [ "$iterations" -gt "$warmup" ] || die "--iterations ($iterations) must exceed --warmup ($warmup)"
 [[ $width =~ ^[0-9]*\.?[0-9]+$ ]] || die "--width must be a positive number, got '$width'"
 [[ $lr =~ ^[0-9]*\.?[0-9]+([eE]-?[0-9]+)?$ ]] || die "--lr must be a positive number, got '$lr'"
@@ -173,7 +180,7 @@ measure() {
   others=$(echo "$before $(machine_busy_seconds) $(topo_cpu_seconds)" |
     awk -v t="$took" 'NF == 4 {printf "%.2f", (($3 - $1) - ($4 - $2)) / t}')
   record model="$model" width="$width" nodes="$nodes" link="$link" policy="$policy" kind="$kind" \
-    bits="${POLICY_BITS[$policy]:-32}" warmup="$warmup" accuracy="$accuracy" rc=$rc metrics="raw/$tag.json" log="raw/$tag.log" \
+    bits="${POLICY_BITS[$policy]:-32}" warmup="$warmup" accuracy="$accuracy" round="$round" rc=$rc metrics="raw/$tag.json" log="raw/$tag.log" \
     samples="raw/$tag.link.tsv" seconds="$took" others_cores="$others"
   if [ $rc -eq 0 ] && [ -s "$out/raw/$tag.json" ]; then
     echo "  $tag: $(/usr/bin/python3 "$E2E_DIR/report.py" --median "$out/raw/$tag.json" "$warmup") s/iteration ($took s; other processes kept ${others:-?} cores busy)"
@@ -206,24 +213,24 @@ ddp_run() { # tag link policy
     /usr/bin/python3 "$E2E_DIR/ddp.py" "${train[@]}" --hook "${DDP_HOOK[$3]}" --metrics "$out/raw/$1.json"
 }
 
-# Compute only, before each model's runs on each link (the machine's load drifts: the bound must
-# be measured next to what it bounds): every node runs its own replica at once with no
+# Compute only, before each model's runs on each link, in every round (the machine's load drifts:
+# the bound must be measured next to what it bounds): every node runs its own replica at once with no
 # synchronization, so the cores are shared as in the synchronized runs; node 0's times count. On
 # shaped links also with line-rate traffic: the compute the cores leave at that link's rate.
 compute_runs() { # link
-  local tag=$model.$1.compute
+  local tag=$model.$1.compute$round_tag
   local compute=("$trainer" "${train[@]}" --ranks 1 --sync local --no-eval -q)
   measure "$tag" "$1" compute gradsync topo_on_each_node "$out/raw/$tag.log" "${compute[@]}" \
     --metrics "$out/raw/$tag.rank%RANK%.json"
   if [ "$1" != unlimited ]; then # the same while the links carry line-rate TCP (topo_traffic_start)
-    tag=$model.$1.compute-traffic
+    tag=$model.$1.compute-traffic$round_tag
     topo_traffic_start
     measure "$tag" "$1" compute-traffic gradsync topo_on_each_node "$out/raw/$tag.log" "${compute[@]}" \
       --metrics "$out/raw/$tag.rank%RANK%.json"
     topo_traffic_stop
   fi
   [ $with_ddp = 1 ] || return 0
-  tag=$model.$1.ddp-compute
+  tag=$model.$1.ddp-compute$round_tag
   measure "$tag" "$1" ddp-compute ddp topo_on_each_node "$out/raw/$tag.log" /usr/bin/python3 "$E2E_DIR/ddp.py" \
     "${train[@]}" --compute-only --metrics "$out/raw/$tag.rank%RANK%.json"
 }
@@ -231,8 +238,9 @@ compute_runs() { # link
 # The sweep itself; one function, so that bash has read all of it before it starts: editing or
 # checking out this file during a sweep (hours) cannot change what the running sweep does.
 main() {
-  echo "sweep: $nodes nodes ($TOPO_ID), models $models x$width, links $links, policies $policies, $iterations iterations ($warmup warm-up), $dataset${accuracy:+, time to $accuracy test accuracy}, results in $out"
+  echo "sweep: $nodes nodes ($TOPO_ID), models $models x$width, links $links, policies $policies, $rounds round(s) of $iterations iterations ($warmup warm-up), $dataset${accuracy:+, time to $accuracy test accuracy}, results in $out"
   record_machine
+  record rounds="$rounds" iterations="$iterations" warmup="$warmup" batch="$batch" threads="$threads" dataset="$dataset"
   for link in "${link_list[@]}"; do
     topo_shape all "$link"
     bps=$(topo_linkspeed 0 1 1)
@@ -240,13 +248,17 @@ main() {
     echo "link $link: one TCP stream carries $(awk -v b="${bps:-0}" 'BEGIN {printf "%.2f", b / 1e9}') Gbit/s"
     for m in "${model_list[@]}"; do
       use_model "$m"
-      [ -n "$accuracy" ] || compute_runs "$link"
-      for policy in "${policy_list[@]}"; do
-        if [ -n "${DDP_HOOK[$policy]:-}" ]; then
-          ddp_run "$model.$link.$policy" "$link" "$policy"
-        else
-          gradsync_run "$model.$link.$policy" "$link" "$policy"
-        fi
+      for round in $(seq "$rounds"); do
+        round_tag= # the raw files of round 2 of 3: MODEL.LINK.POLICY.r2.*
+        [ "$rounds" -eq 1 ] || round_tag=.r$round
+        [ -n "$accuracy" ] || compute_runs "$link"
+        for policy in "${policy_list[@]}"; do
+          if [ -n "${DDP_HOOK[$policy]:-}" ]; then
+            ddp_run "$model.$link.$policy$round_tag" "$link" "$policy"
+          else
+            gradsync_run "$model.$link.$policy$round_tag" "$link" "$policy"
+          fi
+        done
       done
     done
   done

@@ -13,6 +13,9 @@ Definitions (per model, nodes and link):
                 a 32-bit scale per 512 elements); unlimited links: the rate one TCP stream measured
   bound         max(compute only next to the runs, wire); x bound = iteration / bound
   x DDP         iteration / DDP's (fp16 contenders and the gradsync comm hooks: / DDP with its fp16 hook)
+  goal <= 1 against DDP  met only where every round says so: the contender's slowest round no
+                slower than DDP's fastest (MISSED: every round slower; one round or overlapping
+                spreads: no claim; ../e2e/rounds.py)
 """
 import json
 import os
@@ -23,6 +26,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 from report import gnuplot, link_rates, load_json, setup_line, setup_of  # noqa: E402  the e2e sweep's helpers
+from rounds import at_or_below, merge_rounds, spread_cell  # noqa: E402
 
 ORDER = ["wfbp", "p3", "auto", "fusion", "p3-fp16", "p3-qsgd8", "ddp", "ddp-view", "ddp-fp16", "ddp-gs-fp16",
          "ddp-gs-qsgd8", "hooks", "compute"]
@@ -52,9 +56,10 @@ def analyse(root):
         m = load_json(path) if ok else {}
         it = median_after(m, r["warmup"]) if ok else None
         runs.append({**r, "ok": ok, "iteration_s": it, "parameters": m.get("parameters"),
-                     "blas": m.get("config", {}).get("blas"), "gradsync": m.get("gradsync", {}),
-                     "samples_per_s": r["batch"] * r["nodes"] / it if it else None})
-    runs = merge_rounds(runs)
+                     "blas": m.get("config", {}).get("blas"), "gradsync": m.get("gradsync", {})})
+    runs = merge_rounds(runs, key=lambda r: (r["model"], r["link"], r["contender"]))
+    for r in runs:
+        r["samples_per_s"] = r["batch"] * r["nodes"] / r["iteration_s"] if r["ok"] else None
     setup = setup_of(records)
     for r in runs:  # the bounds, once every run is known
         compute = find(runs, r["model"], r["link"], "compute")
@@ -68,33 +73,17 @@ def analyse(root):
     return rates, runs, setup
 
 
-def merge_rounds(runs):
-    """One entry per model, link and contender: with --rounds, the median of its rounds' medians,
-    their spread (min, max) and how many rounds ran (a failed round fails the entry)."""
-    merged = {}
-    for r in runs:
-        merged.setdefault((r["model"], r["link"], r["contender"]), []).append(r)
-    out = []
-    for rounds in merged.values():
-        ok = all(r["ok"] for r in rounds)
-        seconds = [r["iteration_s"] for r in rounds]
-        it = statistics.median(seconds) if ok else None
-        out.append({**rounds[0], "ok": ok, "iteration_s": it, "rounds": len(rounds),
-                    "round_seconds": seconds if ok else None,
-                    "spread_s": [min(seconds), max(seconds)] if ok else None,
-                    "samples_per_s": rounds[0]["batch"] * rounds[0]["nodes"] / it if it else None})
-    return out
+def find_run(runs, model, link, contender):
+    """That run if it succeeded, or None (compute and hooks: on any link if not on this one)."""
+    mine = [r for r in runs if r["model"] == model and r["contender"] == contender and r["ok"]]
+    here = next((r for r in mine if r["link"] == link), None)
+    return here or (mine[0] if mine and contender in ("compute", "hooks") else None)
 
 
 def find(runs, model, link, contender):
-    """The median iteration of that run, or None (compute and hooks: on any link if not on this one)."""
-    for r in runs:
-        if r["model"] == model and r["contender"] == contender and r["ok"] and r["link"] == link:
-            return r["iteration_s"]
-    if contender in ("compute", "hooks"):
-        return next((r["iteration_s"] for r in runs if r["model"] == model and r["contender"] == contender and r["ok"]),
-                    None)
-    return None
+    """The median iteration of that run, or None."""
+    r = find_run(runs, model, link, contender)
+    return r["iteration_s"] if r else None
 
 
 def ratio(a, b):
@@ -108,29 +97,36 @@ def goals(runs, model, links):
     bound = lambda link, c: next((r["bound_s"] for r in runs if r["model"] == model and r["link"] == link
                                   and r["contender"] == c and r["ok"]), None)
 
-    def line(text, met):
-        out.append(f"- {'met' if met else 'MISSED' if met is False else 'not measured'}: {text}")
+    def line(text, met, unmet="not measured"):
+        out.append(f"- {'met' if met else 'MISSED' if met is False else unmet}: {text}")
+
+    def versus(text, link, contender, other):  # a goal of at or below: met only if every round says so
+        a, b = find_run(runs, model, link, contender), find_run(runs, model, link, other)
+        if not a or not b:
+            return line(text, None)
+        why = "no claim (one round)" if min(a["rounds"], b["rounds"]) < 2 else "no claim (the rounds' spreads overlap)"
+        line(text, at_or_below(a, b), why)
 
     for link in [l for l in ("1gbit", "300mbit") if l in links]:
         p3, b = get(link, "p3"), bound(link, "p3")
         line(f"P3 fp32 at {link}: {ratio(p3, b)} x max(compute only, wire) (goal <= 1.1)", p3 / b <= 1.1 if p3 and b else None)
     for link in links:
         p3, ddp = get(link, "p3"), get(link, "ddp")
-        line(f"P3 fp32 against DDP at {link}: {ratio(p3, ddp)} x DDP's iteration (goal <= 1)", p3 <= ddp if p3 and ddp else None)
+        versus(f"P3 fp32 against DDP at {link}: {ratio(p3, ddp)} x DDP's iteration (goal <= 1)", link, "p3", "ddp")
         compute = get(link, "compute")
         if ddp and compute and 0.5 <= (ddp - compute) / compute <= 2:
             line(f"where DDP's communication ({ddp - compute:.2f} s) is about its compute ({compute:.2f} s), {link}: "
                  f"P3 {ratio(ddp, p3)}x faster (goal >= 1.3)", ddp / p3 >= 1.3 if p3 else None)
         auto = get(link, "auto")
         if auto:
-            line(f"gradsync's default (slicing auto) against DDP at {link}: {ratio(auto, ddp)} x (goal <= 1)",
-                 auto <= ddp if ddp else None)
+            versus(f"gradsync's default (slicing auto) against DDP at {link}: {ratio(auto, ddp)} x (goal <= 1)",
+                   link, "auto", "ddp")
         p3h, ddph = get(link, "p3-fp16"), get(link, "ddp-fp16")
-        line(f"P3 fp16 against DDP's fp16 hook at {link}: {ratio(p3h, ddph)} x (goal <= 1)", p3h <= ddph if p3h and ddph else None)
+        versus(f"P3 fp16 against DDP's fp16 hook at {link}: {ratio(p3h, ddph)} x (goal <= 1)", link, "p3-fp16", "ddp-fp16")
         hooked = get(link, "ddp-gs-qsgd8")
         if hooked:
-            line(f"DDP with gradsync's qsgd8 comm hook against DDP's fp16 hook at {link}: {ratio(hooked, ddph)} x (goal < 1)",
-                 hooked < ddph if ddph else None)
+            versus(f"DDP with gradsync's qsgd8 comm hook against DDP's fp16 hook at {link}: {ratio(hooked, ddph)} x (goal <= 1)",
+                   link, "ddp-gs-qsgd8", "ddp-fp16")
     hooks, compute = get(links[0] if links else "", "hooks"), get(links[0] if links else "", "compute")
     line(f"gradsync's hooks on one node without communication: {ratio(hooks, compute)} x plain PyTorch (goal <= 1.03)",
          hooks <= 1.03 * compute if hooks and compute else None)
@@ -153,8 +149,7 @@ def table(rates, runs, setup):
                     continue
                 ddp = find(runs, model, link, "ddp-fp16" if c in ("p3-fp16", "ddp-gs-fp16", "ddp-gs-qsgd8") else "ddp")
                 it = r["iteration_s"]
-                spread = f"{r['rounds']} ({r['spread_s'][0]:.3f}-{r['spread_s'][1]:.3f})" if r["rounds"] > 1 else "1"
-                cells = [model, link, NAMES[c], f"{it:.3f}", spread, f"{r['samples_per_s']:.2f}",
+                cells = [model, link, NAMES[c], f"{it:.3f}", spread_cell(r), f"{r['samples_per_s']:.2f}",
                          ratio(it, find(runs, model, link, "compute")), f"{r['wire_s']:.3f}" if r["wire_s"] else "-",
                          ratio(it, r["bound_s"]), ratio(it, ddp) if c in BITS else "-"]
                 out.append("| " + " | ".join(cells) + " |")
