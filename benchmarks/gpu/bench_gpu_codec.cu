@@ -218,9 +218,20 @@ const int registered = [] {
   }
   return 0;
 }();
+
+// The device in the results file's context, next to the host and the build (../context.cpp).
+void add_device_context() {
+  cudaDeviceProp prop{};
+  int driver = 0;
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess || cudaDriverGetVersion(&driver) != cudaSuccess) return;
+  benchmark::AddCustomContext("gpu", prop.name);
+  benchmark::AddCustomContext("gpu_compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor));
+  benchmark::AddCustomContext("cuda_driver", std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10));
+}
 }  // namespace
 
 int main(int argc, char** argv) {
+  add_device_context();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
