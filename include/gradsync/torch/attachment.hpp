@@ -24,61 +24,38 @@
 /// and a hook before accumulation does so when a gradient arrives first.
 ///
 /// The first iteration finds the forward order: the order in which modules first call
-/// before_forward. A parameter belongs to the first module that owns it directly and runs (tied
-/// parameters: the first of their modules), else to the nearest running ancestor of its owner (a
-/// child used only through its parent's forward, like nn.MultiheadAttention's out_proj). The
-/// layout is the parameters in that order - rank 0's order, told to every rank - and the
-/// Synchronizer is built at the first step(). Construction checks the ranks' models agree and
-/// copies rank 0's parameters and buffers to every rank. The hooks also time the first iteration
-/// (FirstIteration), so Config::choose may pick the policies by the model's compute before the
-/// Synchronizer is built (gradsync.torch's slicing "auto" runs the tuner on it).
+/// before_forward (module_order.hpp says which module's forward steps each parameter). The layout
+/// is the parameters in that order - rank 0's order, told to every rank - and the Synchronizer is
+/// built at the first step(). Construction refuses what gradsync cannot aggregate and checks the
+/// ranks' models agree (checks.hpp), then copies rank 0's parameters and buffers to every rank
+/// (rank0_copy.hpp). The hooks also time the first iteration (FirstIteration), so Config::choose
+/// may pick the policies by the model's compute before the Synchronizer is built (gradsync.torch's
+/// slicing "auto" runs the tuner on it).
 ///
 /// Used from one thread (the one running forward and backward), like the model itself.
 ///
 /// \tparam Sync  a Synchronizer<...> or AnySynchronizer
 #include <ATen/ATen.h>
-#include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/function_hook.h>
-#include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <functional>
-#include <limits>
 #include <memory>
-#include <optional>
 #include <span>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "../core/error.hpp"
 #include "../core/layout.hpp"
 #include "../core/options.hpp"
-#include "compat.hpp"
-#include "model_check.hpp"
+#include "accumulation_hooks.hpp"
+#include "checks.hpp"
+#include "model.hpp"
+#include "module_order.hpp"
+#include "rank0_copy.hpp"
 
 namespace gradsync::torch {
-
-/// A model as the adapter sees it.
-struct Model {
-  struct Parameter {
-    std::string name;
-    at::Tensor tensor;
-    bool optimized = true;  ///< in the optimizer (zero_grad and the step apply to it)
-  };
-  struct Module {
-    std::string name;
-    std::ptrdiff_t parent = -1;        ///< index into modules; -1: the root
-    std::vector<std::size_t> owned;    ///< parameters it holds directly (indices into parameters)
-  };
-  std::vector<Parameter> parameters;  ///< each once (tied ones under their first name)
-  std::vector<std::pair<std::string, at::Tensor>> buffers;
-  std::vector<Module> modules;
-};
 
 /// What the adapter asks of the optimizer.
 struct OptimizerHooks {
@@ -90,23 +67,8 @@ struct OptimizerHooks {
   std::function<void()> finished;
 };
 
-/// The first iteration's compute as the hooks saw it (its first forward and backward pass). Rough:
-/// the first iteration is also the warm-up, and a module's forward time is what passed until the
-/// next module's forward pre-hook (a container's own is about 0; functional code between modules
-/// counts for the module before it).
-struct FirstIteration {
-  struct Layer {
-    std::string name;
-    double forward_seconds = 0;   ///< from its forward pre-hook to the next module's
-    double backward_seconds = 0;  ///< from the previous gradient (or the last pre-hook) to its parameters' last
-    std::vector<std::size_t> tensors;  ///< its parameters' positions in the layout
-  };
-  /// Modules in the order their forward ran; parameters of modules that did not run last, without times.
-  std::vector<Layer> layers;
-};
-
 template <class Sync>
-class Attachment {
+class Attachment final : private AccumulationHooks::Listener {
  public:
   struct Config {
     typename Sync::Policies policies{};
@@ -123,36 +85,25 @@ class Attachment {
 
   Attachment(transport::Transport& t, Model model, Config config, OptimizerHooks optimizer)
       : t_(t), model_(std::move(model)), config_(std::move(config)), optimizer_(std::move(optimizer)),
-        slots_(model_.parameters.size()), self_(std::make_shared<Attachment*>(this)),
-        fired_at_(model_.modules.size(), unfired) {
-    if (!optimizer_.step) throw UsageError("gradsync: Attachment needs OptimizerHooks::step");
-    if (config_.backward_passes == 0) throw UsageError("gradsync: backward_passes_per_step must be at least 1");
-    for (std::size_t p = 0; p < slots_.size(); ++p) slots_[p].trainable = check_parameter(p);
-    check_same_model(t_, describe_model());
-    copy_from_rank0();
-    for (std::size_t p = 0; p < slots_.size(); ++p)
-      if (slots_[p].trainable) attach_hooks(p);
+        trainable_(trainable_parameters()),
+        // The module tree moves into order_: nothing else here needs it.
+        order_(std::move(model_.modules), model_.parameters.size(), trainable_),
+        slots_(model_.parameters.size()) {
+    std::vector<bool> trained(slots_.size());
+    for (std::size_t p : trainable_) trained[p] = slots_[p].trainable = true;
+    check_models_agree(t_, model_, trained);
+    copy_from_rank0(t_, model_);
+    for (std::size_t p : trainable_) hooks_.attach(model_.parameters[p].tensor, p);
   }
   Attachment(const Attachment&) = delete;
   Attachment& operator=(const Attachment&) = delete;
-  /// The hooks stay on the autograd graph (a graph built before may still hold them) but do nothing.
-  ~Attachment() { *self_ = nullptr; }
 
   /// Call at the start of module `m`'s forward (an index into Model::modules): waits for the
   /// aggregate of its parameters' gradients and steps the optimizer for them.
   void before_forward(std::size_t m) {
-    if (m >= model_.modules.size())
-      throw UsageError("gradsync: before_forward(" + std::to_string(m) + "): the model has " +
-                       std::to_string(model_.modules.size()) + " modules");
-    if (!sync_) {
-      if (fired_at_[m] == unfired) {
-        fired_at_[m] = fired_.size();
-        fired_.push_back(m);
-        fired_time_.push_back(clock::now());
-      }
-      return;
-    }
-    if (!groups_[m].empty()) complete(groups_[m]);
+    order_.check_module(m);
+    if (!sync_) order_.forward_started(m);
+    else if (!groups_[m].empty()) complete(groups_[m]);
   }
 
   /// Ends the iteration: hands over every trainable parameter's gradient not yet handed over (a
@@ -217,7 +168,6 @@ class Attachment {
   }
 
  private:
-  using clock = std::chrono::steady_clock;
   enum class Zero : std::uint8_t { none, fill, reset };
   struct Slot {
     bool trainable = false;
@@ -231,98 +181,30 @@ class Attachment {
     at::Tensor handed_grad;
     std::int64_t handed_version = 0;  ///< handed_grad's version counter then: a change means in-place edits
     bool landed = false;              ///< its aggregate is in handed_grad and was checked
-    std::optional<clock::time_point> first_gradient;  ///< in the first iteration's first backward pass
     Zero zero = Zero::none;   ///< zero_grad() asked, to do after the pending step
   };
-  static constexpr std::size_t unfired = std::numeric_limits<std::size_t>::max();
 
   const std::string& name(std::size_t p) const { return model_.parameters[p].name; }
 
-  // ---- construction ----
-
-  /// Whether parameter p is trained (and so aggregated); refuses what gradsync cannot aggregate.
-  bool check_parameter(std::size_t p) const {
-    const at::Tensor& w = model_.parameters[p].tensor;
-    if (!w.requires_grad() || w.numel() == 0) return false;
-    if (w.scalar_type() != at::kFloat)
-      throw UsageError("gradsync: parameter '" + name(p) + "' is " + std::string(at::toString(w.scalar_type())) +
-                       "; gradsync aggregates float32 gradients: convert the model with .float(), or freeze the "
-                       "parameter (requires_grad=False)");
-    if (!w.device().is_cpu())
-      throw UsageError("gradsync: parameter '" + name(p) + "' is on " + w.device().str() +
-                       "; gradsync's PyTorch adapter aggregates host (CPU) tensors");
-    if (w.layout() != at::kStrided || !w.is_non_overlapping_and_dense())
-      throw UsageError("gradsync: parameter '" + name(p) + "' is not a dense tensor; gradsync aggregates dense "
-                       "gradients");
-    return true;
-  }
-
-  std::vector<std::string> describe_model() const {
-    std::vector<std::string> lines;
-    auto line = [&](const char* kind, const std::string& n, const at::Tensor& t, const char* extra) {
-      std::ostringstream s;
-      s << kind << " '" << n << "' " << t.sizes() << " strides " << t.strides() << ' ' << t.scalar_type() << extra;
-      lines.push_back(s.str());
-    };
-    for (std::size_t p = 0; p < slots_.size(); ++p)
-      line("parameter", name(p), model_.parameters[p].tensor, slots_[p].trainable ? "" : " (not trained)");
-    for (const auto& [n, b] : model_.buffers) line("buffer", n, b, "");
-    return lines;
-  }
-
-  /// Rank 0's parameters and buffers on every rank, as DDP does at start.
-  void copy_from_rank0() {
-    if (t_.size() == 1) return;
-    at::NoGradGuard no_grad;
-    auto copy = [&](const at::Tensor& x) {
-      if (!x.device().is_cpu()) throw UsageError("gradsync: a tensor of the model is on " + x.device().str() +
-                                                 "; gradsync's PyTorch adapter works on host (CPU) tensors");
-      const bool in_place = x.is_non_overlapping_and_dense();
-      at::Tensor data = in_place ? x : x.contiguous();
-      broadcast_into(t_, std::span(static_cast<std::byte*>(data.data_ptr()), data.nbytes()));
-      if (!in_place) x.copy_(data);
-    };
-    for (const auto& p : model_.parameters) copy(p.tensor);
-    for (const auto& b : model_.buffers) copy(b.second);
+  /// The parameters gradsync aggregates, after refusing a configuration or parameter it cannot use.
+  std::vector<std::size_t> trainable_parameters() const {
+    if (!optimizer_.step) throw UsageError("gradsync: Attachment needs OptimizerHooks::step");
+    if (config_.backward_passes == 0) throw UsageError("gradsync: backward_passes_per_step must be at least 1");
+    std::vector<std::size_t> out;
+    for (std::size_t p = 0; p < model_.parameters.size(); ++p)
+      if (check_parameter(name(p), model_.parameters[p].tensor)) out.push_back(p);
+    return out;
   }
 
   // ---- autograd hooks ----
 
-  struct BeforeAccumulation final : ::torch::autograd::FunctionPreHook {
-    BeforeAccumulation(std::shared_ptr<Attachment*> self, std::size_t p) : self(std::move(self)), p(p) {}
-    ::torch::autograd::variable_list operator()(const ::torch::autograd::variable_list& grads) override {
-      if (Attachment* a = *self) a->before_accumulation(p);
-      return grads;
-    }
-    std::shared_ptr<Attachment*> self;
-    std::size_t p;
-  };
-  struct AfterAccumulation final : ::torch::autograd::FunctionPostHook {
-    AfterAccumulation(std::shared_ptr<Attachment*> self, std::size_t p) : self(std::move(self)), p(p) {}
-    ::torch::autograd::variable_list operator()(const ::torch::autograd::variable_list& outputs,
-                                                const ::torch::autograd::variable_list&) override {
-      if (Attachment* a = *self) a->after_accumulation(p);
-      return outputs;
-    }
-    std::shared_ptr<Attachment*> self;
-    std::size_t p;
-  };
-
-  void attach_hooks(std::size_t p) {
-    // The tensor holds its accumulator weakly: keep it, or the next graph gets a new one without hooks.
-    compat::Accumulator acc = compat::grad_accumulator(model_.parameters[p].tensor);
-    acc->add_pre_hook(std::make_unique<BeforeAccumulation>(self_, p));
-    acc->add_post_hook(std::make_unique<AfterAccumulation>(self_, p));
-    accumulators_.push_back(std::move(acc));
-  }
-
   /// A gradient arrives while the last one's step is still to come (its module did not run
   /// forward): step now, before the new gradient is added to the aggregate.
-  void before_accumulation(std::size_t p) {
+  void before_accumulation(std::size_t p) override {
     if (slots_[p].pending) complete(std::span(&p, 1));
   }
 
-  void after_accumulation(std::size_t p) {
+  void after_accumulation(std::size_t p) override {
     Slot& s = slots_[p];
     if (s.handed)
       throw UsageError("gradsync: parameter '" + name(p) + "' got another gradient after this step's was handed "
@@ -330,32 +212,9 @@ class Attachment {
                        std::to_string(config_.backward_passes) + ") times before step(); pass the number of "
                        "backward passes you accumulate, or call step() after each");
     open_ = true;
-    check_gradient(p);
-    if (!sync_ && !s.first_gradient) s.first_gradient = clock::now();
+    check_gradient(name(p), model_.parameters[p].tensor);
+    if (!sync_) order_.gradient_arrived(p);
     if (++s.passes == config_.backward_passes && sync_) hand_over(p);
-  }
-
-  void check_gradient(std::size_t p) const {
-    const at::Tensor& g = model_.parameters[p].tensor.grad();
-    if (g.is_sparse())
-      throw UsageError("gradsync: parameter '" + name(p) + "' got a sparse gradient; gradsync aggregates dense "
-                       "gradients: build the layer with sparse=False (nn.Embedding(..., sparse=False))");
-    if (g.scalar_type() != at::kFloat)
-      throw UsageError("gradsync: parameter '" + name(p) + "' got a " + std::string(at::toString(g.scalar_type())) +
-                       " gradient; gradsync aggregates float32 gradients: keep the parameter float32");
-    if (!g.device().is_cpu() || g.layout() != at::kStrided || !g.is_non_overlapping_and_dense() ||
-        !same_order(g, model_.parameters[p].tensor))
-      throw UsageError("gradsync: parameter '" + name(p) + "' got a gradient that is not a dense host tensor laid "
-                       "out like the parameter; gradsync aggregates those only");
-  }
-
-  /// Whether dense tensors `a` and `b` of one shape hold their elements in the same memory order
-  /// (strides of dimensions of size 1 do not matter: autograd may give those any value).
-  static bool same_order(const at::Tensor& a, const at::Tensor& b) {
-    if (a.sizes() != b.sizes()) return false;
-    for (std::int64_t d = 0; d < a.dim(); ++d)
-      if (a.size(d) > 1 && a.stride(d) != b.stride(d)) return false;
-    return true;
   }
 
   // ---- the iteration ----
@@ -407,7 +266,7 @@ class Attachment {
         w.mutable_grad() = at::zeros_like(w);
         slots_[p].made_grad = true;
       } else {
-        check_gradient(p);
+        check_gradient(name(p), w);
       }
       hand_over(p);
     }
@@ -455,88 +314,37 @@ class Attachment {
 
   /// The first step(): the forward order, the layout (rank 0's order), the Synchronizer.
   void build() {
-    const std::size_t n = model_.parameters.size();
-    // Each parameter's module: the earliest-running of its owners, or of their nearest running ancestors.
-    std::vector<std::size_t> rank_of(n, unfired);
-    for (std::size_t m = 0; m < model_.modules.size(); ++m)
-      for (std::size_t p : model_.modules[m].owned) {
-        std::ptrdiff_t up = static_cast<std::ptrdiff_t>(m);
-        while (up >= 0 && fired_at_[up] == unfired) up = model_.modules[up].parent;
-        if (up >= 0) rank_of[p] = std::min(rank_of[p], fired_at_[up]);
-      }
-    groups_.assign(model_.modules.size(), {});
-    std::vector<std::size_t> order;
-    for (std::size_t p = 0; p < n; ++p)
-      if (slots_[p].trainable) {
-        order.push_back(p);
-        trainable_.push_back(p);
-        if (rank_of[p] == unfired) unhooked_.push_back(p);
-        else groups_[fired_[rank_of[p]]].push_back(p);
-      }
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return rank_of[a] < rank_of[b]; });
-    if (order.empty()) throw UsageError("gradsync: the model has no trainable parameter");
-    // Rank 0's order on every rank (the ranks agree which parameters are trained: check_same_model).
-    std::vector<std::byte> bytes(order.size() * sizeof(std::uint32_t));
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      const auto p = static_cast<std::uint32_t>(order[i]);
-      std::memcpy(bytes.data() + i * sizeof p, &p, sizeof p);
-    }
-    broadcast(t_, bytes);
+    ModuleOrder::Steps steps = order_.steps();
+    groups_ = std::move(steps.by_module);
+    unhooked_ = std::move(steps.unhooked);
+    // Rank 0's order on every rank (the ranks agree which parameters are trained: check_models_agree).
+    layout_order_ = rank0_order(t_, steps.order);
     std::vector<LayerSpec> specs;
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      std::uint32_t p = 0;
-      std::memcpy(&p, bytes.data() + i * sizeof p, sizeof p);
-      layout_order_.push_back(p);
+    for (std::size_t i = 0; i < layout_order_.size(); ++i) {
+      const std::size_t p = layout_order_[i];
       slots_[p].layer = static_cast<std::uint32_t>(i);
       specs.push_back({name(p), static_cast<std::size_t>(model_.parameters[p].tensor.numel())});
     }
     ModelLayout layout(std::move(specs));
-    if (config_.choose) config_.choose(t_, first_iteration(rank_of), layout, config_.policies, config_.options);
+    if (config_.choose)
+      config_.choose(t_, order_.first_iteration(layout_order_), layout, config_.policies, config_.options);
     sync_ = std::make_unique<Sync>(t_, std::move(layout), config_.options, std::move(config_.policies));
-  }
-
-  /// The first iteration's timings per module that ran (`position`: each parameter's module's
-  /// place in the forward order, unfired for none).
-  FirstIteration first_iteration(const std::vector<std::size_t>& position) const {
-    const auto seconds = [](clock::time_point a, clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
-    FirstIteration f;
-    for (std::size_t k = 0; k < fired_.size(); ++k)
-      f.layers.push_back({model_.modules[fired_[k]].name,
-                          k + 1 < fired_.size() ? seconds(fired_time_[k], fired_time_[k + 1]) : 0.0, 0.0, {}});
-    FirstIteration::Layer unfired_layer{"(modules whose forward did not run)", 0, 0, {}};
-    for (std::size_t p : trainable_)
-      (position[p] == unfired ? unfired_layer : f.layers[position[p]]).tensors.push_back(slots_[p].layer);
-    for (auto& l : f.layers) std::ranges::sort(l.tensors);
-    if (!unfired_layer.tensors.empty()) f.layers.push_back(std::move(unfired_layer));
-    // Backward: each gradient's time since the one before goes to its module's layer.
-    std::vector<std::pair<clock::time_point, std::size_t>> gradients;
-    for (std::size_t p : trainable_)
-      if (slots_[p].first_gradient && position[p] != unfired) gradients.emplace_back(*slots_[p].first_gradient, p);
-    std::ranges::sort(gradients);
-    auto before = fired_time_.empty() ? clock::time_point() : fired_time_.back();
-    for (const auto& [at, p] : gradients) {
-      if (before != clock::time_point()) f.layers[position[p]].backward_seconds += std::max(0.0, seconds(before, at));
-      before = at;
-    }
-    return f;
   }
 
   transport::Transport& t_;
   Model model_;
   Config config_;
   OptimizerHooks optimizer_;
+  std::vector<std::size_t> trainable_;  ///< the parameters aggregated, ascending
+  ModuleOrder order_;                   ///< the first iteration's forward order and timings
   std::vector<Slot> slots_;
-  std::shared_ptr<Attachment*> self_;  // the hooks' way back here; null once destroyed
-  std::vector<compat::Accumulator> accumulators_;
-  // The forward order of the first iteration: modules as they first ran, and each one's position.
-  std::vector<std::size_t> fired_, fired_at_;
-  std::vector<clock::time_point> fired_time_;  ///< when each of fired_ first ran
   std::vector<std::vector<std::size_t>> groups_;  ///< per module: the parameters its forward steps
-  std::vector<std::size_t> trainable_, unhooked_, layout_order_;
+  std::vector<std::size_t> unhooked_, layout_order_;
   std::unique_ptr<Sync> sync_;
   bool open_ = false;            ///< a gradient arrived since the last step()
   bool finished_early_ = false;  ///< synchronize() ended this iteration before step()
   bool first_step_ = true;
+  AccumulationHooks hooks_{*this};  // last: destroyed first, so no hook reaches a half-destroyed Attachment
 };
 
 }  // namespace gradsync::torch

@@ -106,7 +106,7 @@ class DistributedOptimizer {
     std::map<std::string, std::ptrdiff_t> by_name;
     for (std::size_t i = 0; i < modules.size(); ++i) by_name.emplace(modules[i].first, static_cast<std::ptrdiff_t>(i));
     for (const auto& [name, module] : modules) {
-      Model::Module node{name};
+      ModuleNode node{name};
       if (!name.empty()) {
         const auto dot = name.rfind('.');
         node.parent = by_name.at(dot == std::string::npos ? std::string() : name.substr(0, dot));
