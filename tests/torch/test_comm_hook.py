@@ -6,9 +6,16 @@ values has one rounding in any order; on 3 ranks the sums' order may differ from
 within one step of the narrow type's rounding. fp32 is DDP's plain all-reduce. Every other codec
 trains, and puts fewer bytes on the wire than fp32.
 """
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
 import pytest
 import torch
 import torch.distributed as dist
+import torch.nn as nn
 import torch.nn.functional as F
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -146,3 +153,54 @@ def test_non_finite_gradient_fails_every_rank(world, ddp_group, codec):
     with pytest.raises((gs.UsageError, gs.PeerError, RuntimeError), match=match):
         (F.cross_entropy(net(x), y) * scale).backward()
     dist.barrier()
+
+
+def wide_mlp():
+    """About 4.5 million parameters (18 MB): DDP's first iteration hands them over as one bucket."""
+    return nn.Sequential(nn.Flatten(), nn.Linear(144, 2048), nn.ReLU(), nn.Linear(2048, 2048), nn.ReLU(),
+                         nn.Linear(2048, 10))
+
+
+def test_a_first_bucket_of_the_whole_model_completes(world, ddp_group):
+    """DDP's first iteration hands over the whole model as one bucket, then DDP rebuilds its buckets
+    (a broadcast from rank 0) before the second: the bucket's last message must reach every peer
+    while its sender's hook thread is idle, or the peers wait for each other forever."""
+    hook, sizes = gs.ddp_comm_hook(codec="fp16"), []
+
+    def counted(state, bucket):
+        sizes.append(bucket.buffer().numel())
+        return hook(state, bucket)
+
+    ours = run_hooked(batches(world[0], 3), counted, make_model=lambda: model(wide_mlp))
+    assert sizes[0] == sum(w.numel() for w in ours.weights) > 4_000_000, sizes
+    assert hook.stats()["iterations"] == 3
+    assert_replicas_identical(ours.weights)
+
+
+@pytest.mark.timeout(240)
+def test_over_tcp_the_first_bucket_does_not_hang(world):
+    """The test above on 2 ranks that talk over Open MPI's TCP transport only, as ranks on two nodes
+    do: there the rest of a large message moves only inside MPI calls on the sending side. Small
+    socket buffers make the bucket outrun them, as it outruns a slow link: a rank whose part of the
+    ring is done and that makes no more MPI calls strands its last message. Started from the 1-rank
+    run, so that the test can end the 2 ranks and fail rather than hang."""
+    if world[1] != 1:
+        pytest.skip("starts 2 ranks of its own from the 1-rank run")
+    mpiexec = shutil.which("mpiexec")
+    assert mpiexec, "mpiexec (Open MPI) is not on PATH"
+    here = os.path.dirname(os.path.abspath(__file__))
+    tcp_only = ["--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo",
+                "--mca", "btl_tcp_sndbuf", "65536", "--mca", "btl_tcp_rcvbuf", "65536"]
+    ranks = [mpiexec, "-np", "2", *tcp_only, sys.executable, "-m", "pytest", "-c", os.path.join(here, "pytest.ini"),
+             "-o", "timeout=60", os.path.abspath(__file__) + "::test_a_first_bucket_of_the_whole_model_completes"]
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    run = subprocess.Popen(ranks, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           start_new_session=True)
+    try:
+        out, _ = run.communicate(timeout=180)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)  # mpiexec and both ranks
+        out, _ = run.communicate()
+        pytest.fail("2 ranks over TCP hung for 180 s in DDP's first iteration or its bucket rebuild:\n" + out[-4000:])
+    assert run.returncode == 0, out[-4000:]
