@@ -292,6 +292,16 @@ TEST_CASE("LSTM gradients through time", "[trainer][gradcheck]") {
   test::check_lstm_gradients();
 }
 
+// The recurrence runs a slice of the batch per thread: 4 samples over 3 threads are slices of 1, 1
+// and 2 rows, each with its own state and gate gradients.
+TEST_CASE("LSTM gradients through time, the batch split over threads", "[trainer][gradcheck]") {
+  host::set_threads(3);
+  LSTM lstm("lstm", 3, 4);
+  init(lstm);
+  GradCheck{.eps = 1e-3, .samples = 30}.run(lstm, random_tensor({4, 5, 3}, 29));
+  host::set_threads(1);
+}
+
 TEST_CASE("Softmax cross-entropy gradient and accuracy count", "[trainer][gradcheck]") {
   Tensor logits = random_tensor({5, 4}, 28, -2.0f, 2.0f);
   std::vector<std::int32_t> labels{0, 3, 1, 2, 3};

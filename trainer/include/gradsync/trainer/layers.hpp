@@ -226,6 +226,10 @@ class LSTM final : public Module {
   Tensor do_forward(const Tensor& x, Context& ctx) override;
 
  private:
+  void forward_steps(std::size_t t, std::size_t n, std::size_t lo, std::size_t rows, bool half);
+  void backward_steps(const Tensor& dy, float* da, std::size_t t, std::size_t n, std::size_t lo, std::size_t rows,
+                      bool half);
+
   std::size_t in_, h_;
   Tensor input_;
   Buffer<float> gates_;   // [T, N, 4H] activated gates
