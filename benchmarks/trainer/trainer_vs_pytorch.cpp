@@ -8,6 +8,8 @@
 // The machine's speed drifts for seconds at a time (the same run 40% apart minutes later), so both
 // sides alternate for `rounds` rounds and each keeps its best: both see the slow and the fast spells.
 //
+// trainer_vs_pytorch --accuracy ... trains both sides for an epoch instead (accuracy.cpp).
+//
 //   trainer_vs_pytorch [--batch 32] [--threads 1,2] [--reps 10] [--rounds 3]
 //                      [--models resnet20,vgg11,alexnet-bn,lstm] [--python /usr/bin/python3]
 #include <algorithm>
@@ -22,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "accuracy.hpp"
 #include "gradsync/trainer/backend.hpp"
 #include "gradsync/trainer/model.hpp"
 
@@ -119,6 +122,7 @@ std::vector<std::string> split(const std::string& list) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--accuracy") return gradsync::trainer::bench::accuracy_main(argc, argv);
   std::size_t batch = 32;
   int reps = 10, rounds = 3;
   std::string models = "resnet20,vgg11,alexnet-bn,lstm", threads = "1,2", python = "/usr/bin/python3";

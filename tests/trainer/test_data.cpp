@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <numeric>
 #include <set>
 
 #include "gradsync/trainer/data.hpp"
@@ -127,6 +128,27 @@ TEST_CASE("Sharded loader: disjoint shards, reshuffled per epoch, reproducible",
   CHECK(ids(1, 0, 5) != ids(1, 1, 5));
   CHECK(ids(1, 0, 5) != ids(1, 0, 6));
   CHECK_THROWS_WITH(ShardedLoader(d, 40, 0, 3, 1), Catch::Contains("cannot fill one batch"));
+}
+
+TEST_CASE("epoch_order is a permutation and the order the loader reads", "[trainer][data]") {
+  Dataset d = synthetic_images({1, 1, 1}, 2, 50, 1);
+  for (std::size_t i = 0; i < d.size(); ++i) d.inputs[i] = float(i);  // each sample's pixel is its index
+  const std::vector<std::uint32_t> order = epoch_order(d.size(), 7, 3);
+  std::vector<std::uint32_t> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<std::uint32_t> all(d.size());
+  std::iota(all.begin(), all.end(), 0u);
+  CHECK(sorted == all);
+  CHECK(order != all);
+  CHECK(order != epoch_order(d.size(), 7, 4));
+  // One rank reads the order batch by batch (trainer_vs_pytorch --accuracy --same-start relies on it)
+  ShardedLoader loader(d, 10, 0, 1, 7);
+  Tensor x;
+  std::vector<std::int32_t> y;
+  for (std::size_t b = 0; b < loader.batches_per_epoch(); ++b) {
+    loader.batch(3, b, x, y);
+    for (std::size_t i = 0; i < 10; ++i) CHECK(x[i] == float(order[b * 10 + i]));
+  }
 }
 
 TEST_CASE("Synthetic tokens follow their successor rule mostly", "[trainer][data]") {

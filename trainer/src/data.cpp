@@ -131,6 +131,15 @@ void gather_samples(const Dataset& data, const std::uint32_t* indices, std::size
 #endif
 }
 
+std::vector<std::uint32_t> epoch_order(std::size_t size, std::uint64_t seed, std::size_t epoch) {
+  std::vector<std::uint32_t> perm(size);
+  std::iota(perm.begin(), perm.end(), 0u);
+  // Fisher-Yates with our own draws: the order is the same on every standard library
+  std::mt19937_64 rng(seed * 1000003u + epoch);
+  for (std::size_t i = size > 0 ? size - 1 : 0; i > 0; --i) std::swap(perm[i], perm[rng() % (i + 1)]);
+  return perm;
+}
+
 ShardedLoader::ShardedLoader(const Dataset& data, std::size_t batch, std::size_t rank, std::size_t ranks,
                              std::uint64_t seed, bool shuffle)
     : data_(data), batch_(batch), rank_(rank), ranks_(ranks), seed_(seed), shuffle_(shuffle) {
@@ -144,11 +153,11 @@ ShardedLoader::ShardedLoader(const Dataset& data, std::size_t batch, std::size_t
 void ShardedLoader::batch(std::size_t epoch, std::size_t index, Tensor& x, std::vector<std::int32_t>& y) {
   if (index >= batches_) throw std::out_of_range("loader: batch index past the epoch");
   if (perm_epoch_ != epoch) {
-    perm_.resize(data_.size());
-    std::iota(perm_.begin(), perm_.end(), 0u);
-    if (shuffle_) {  // Fisher-Yates with our own draws: the order is the same on every standard library
-      std::mt19937_64 rng(seed_ * 1000003u + epoch);
-      for (std::size_t i = perm_.size() - 1; i > 0; --i) std::swap(perm_[i], perm_[rng() % (i + 1)]);
+    if (shuffle_) {
+      perm_ = epoch_order(data_.size(), seed_, epoch);
+    } else {
+      perm_.resize(data_.size());
+      std::iota(perm_.begin(), perm_.end(), 0u);
     }
     perm_epoch_ = epoch;
   }

@@ -37,6 +37,10 @@ Dataset synthetic_tokens(std::size_t length, std::size_t vocab, std::size_t coun
 /// Moves the last `count` samples of `data` into a new dataset (a held-out split).
 Dataset split_tail(Dataset& data, std::size_t count);
 
+/// The order of an epoch's samples: a permutation of [0, size) that is a function of seed and epoch
+/// (Fisher-Yates on mt19937_64 with the loader's own draws, the same on every standard library).
+std::vector<std::uint32_t> epoch_order(std::size_t size, std::uint64_t seed, std::size_t epoch);
+
 /// Rank `rank` of `ranks` sees every ranks-th sample of the epoch's permutation (the permutation is
 /// a function of seed and epoch: the same on every rank, different every epoch). Batches are full;
 /// the last partial one is dropped. batch(epoch, i) is a pure function: resuming needs no state.
