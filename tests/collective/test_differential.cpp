@@ -251,8 +251,9 @@ TEST_CASE("DGT needs fp32 and a Synchronizer, and says so - its old spelling nam
   std::vector<float> data(8, 1.0f);
   collective::Job job{.data = data};
   collective::Workspace ws;
-  CHECK_THROWS_WITH(collective::DifferentialPs{}.run(g.rank(0), codec::Identity{}, job, ws),
-                    Catch::Contains("runs under a Synchronizer"));
+  static_assert(!collective::RunsAlone<collective::DifferentialPs>, "what DGT learns is its state: no run without it");
+  CHECK_THROWS_WITH(collective::AnyCollective::parse("dgt").run(g.rank(0), codec::Identity{}, job, ws),
+                    Catch::Contains("collective 'dgt' runs a unit with the state its start() made"));
 }
 
 // The policy is a value: what a run learns lives in the runtime its Synchronizer owns, so a copy

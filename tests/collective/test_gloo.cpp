@@ -30,15 +30,17 @@ TEST_CASE("collective 'gloo' gives the sum by option") {
   testing::require_reference(got[0], 3, false);
 }
 
-TEST_CASE("collective 'gloo' refuses a compressing codec, and a unit before start") {
+TEST_CASE("collective 'gloo' refuses a compressing codec, and a unit without its state") {
   transport::InProcessGroup group(2);
   CHECK_THROWS_WITH(AnySynchronizer(group.rank(0), testing::uneven_layout(), {"fixed:1000", "forward", "qsgd8", "gloo"}),
                     Catch::Contains("needs a lossless codec"));
   std::vector<float> data(8, 1.0f);
   collective::Job job{.data = data};
   collective::Workspace ws;
-  CHECK_THROWS_WITH(collective::GlooNative{}.run(group.rank(0), codec::Identity{}, job, ws),
-                    Catch::Contains("before start()"));
+  static_assert(!collective::RunsAlone<collective::GlooNative>, "Gloo's pairs are its state: no run without them");
+  static_assert(collective::RunsAlone<collective::Ring>);
+  CHECK_THROWS_WITH(collective::AnyCollective::parse("gloo").run(group.rank(0), codec::Identity{}, job, ws),
+                    Catch::Contains("collective 'gloo' runs a unit with the state its start() made"));
 }
 
 TEST_CASE("collective 'gloo' names an interface it cannot use") {
@@ -57,10 +59,10 @@ TEST_CASE("collective 'gloo': a rank that stops synchronizing is a PeerError, no
         const auto mesh = gloo.start({.transport = t});
         if (r == 1) return "";  // rank 1 connected, then never runs the unit
         std::vector<float> data(1000, 1.0f);
-        collective::Job job{.data = data, .tag = 7, .runtime = mesh.get()};
+        collective::Job job{.data = data, .tag = 7};
         collective::Workspace ws;
         try {
-          gloo.run(t, codec::Identity{}, job, ws);
+          gloo.run(t, codec::Identity{}, job, ws, *mesh);
         } catch (const PeerError& e) {
           return e.what();
         }

@@ -212,15 +212,15 @@ TEST_CASE("ParameterServer with its server threads started gives every rank the 
   };
   const auto right = testing::run_ranks<int>(kRanks, [&](int r, transport::Transport& t) {
     const collective::ParameterServer ps;
-    const std::unique_ptr<collective::Runtime> serving =
+    const std::unique_ptr<collective::Serving> serving =
         ps.start({.transport = t, .elements = std::vector<std::size_t>(kUnits, kElements), .lane_capacity = {kUnits}});
     collective::Workspace ws;
     bool ok = true;
     for (std::uint32_t u = 0; u < kUnits; ++u) {  // each rank serves units u with u % 3 == r
       std::vector<float> data(kElements);
       for (std::size_t i = 0; i < kElements; ++i) data[i] = value(r, u, i);
-      collective::Job job{.data = data, .tag = u, .ctx = {.unit = u}, .average = false, .runtime = serving.get()};
-      ps.run(t, codec::Identity{}, job, ws);
+      collective::Job job{.data = data, .tag = u, .ctx = {.unit = u}, .average = false};
+      ps.run(t, codec::Identity{}, job, ws, *serving);
       for (std::size_t i = 0; i < kElements; ++i) {
         float want = 0;
         for (int q = 0; q < kRanks; ++q) want += value(q, u, i);

@@ -57,7 +57,8 @@ struct Engine {
       : layout(layout), options(std::move(options)), collective(std::move(collective)),
         table(layout, slicing.plan(layout), 0, false, slicing.describe()),
         leader(t, control, this->options, capacities(layout), table),
-        executors({t, priority, codec, this->collective, runtime, layout, table, leader, control, stats, this->options}) {}
+        state(collective::start(this->collective, {.transport = t})),
+        executors({t, priority, codec, this->collective, *state, layout, table, leader, control, stats, this->options}) {}
   ~Engine() {
     control.stop();
     leader.stop();
@@ -97,7 +98,7 @@ struct Engine {
   StatisticsRecorder stats;
   schedule::UnitTable table;
   schedule::Leader leader;
-  std::unique_ptr<collective::Runtime> runtime = std::make_unique<collective::Runtime>();  // Recording has no start()
+  std::unique_ptr<collective::Runtime> state;  // Recording keeps none
   Executors executors;
   std::vector<std::thread> threads;
 };

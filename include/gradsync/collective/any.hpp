@@ -15,6 +15,8 @@
 ///
 /// A runtime codec (codec::AnyCodec) is resolved to its concrete type before the collective runs,
 /// so collectives keep their per-codec fast paths (raw fp32) when chosen from strings.
+#include <cassert>
+#include <typeinfo>
 #include <variant>
 
 #include "../codec/any.hpp"
@@ -139,8 +141,10 @@ struct AnyCollective {
   bool holds_back() const {
     return std::visit([](const auto& p) { return collective::holds_back(p); }, policy);
   }
-  std::unique_ptr<Runtime> start(const Setup& setup) const {
-    return std::visit([&](const auto& p) { return collective::start(p, setup); }, policy);
+  /// The chosen collective's State (a plain Runtime for one that keeps none).
+  using State = Runtime;
+  std::unique_ptr<State> start(const Setup& setup) const {
+    return std::visit([&](const auto& p) -> std::unique_ptr<State> { return collective::start(p, setup); }, policy);
   }
   bool device_memory() const {
     return std::visit([](const auto& p) { return accepts_device_memory(p); }, policy);
@@ -148,12 +152,30 @@ struct AnyCollective {
   bool through_codec() const {
     return std::visit([](const auto& p) { return collective::through_codec(p); }, policy);
   }
+  /// Runs a unit with what this collective's start() returned (its precondition: the state's type
+  /// is the chosen collective's, so it is passed on as that type).
+  template <codec::Codec C>
+  std::size_t run(transport::Transport& t, const C& c, Job& job, Workspace& ws, State& state) const {
+    if constexpr (std::same_as<C, codec::AnyCodec>)  // a runtime codec: dispatch on its concrete type too
+      return std::visit([&](const auto& concrete) { return run(t, concrete, job, ws, state); }, c.variant());
+    else
+      return std::visit([&]<class P>(const P& p) {
+        assert(typeid(state) == typeid(state_t<P>) && "a state another collective's start() made");
+        return collective::run(p, t, c, job, ws, static_cast<state_t<P>&>(state));
+      }, policy);
+  }
+  /// Runs a unit without a state, for collectives that can (every one but 'gloo' and 'dgt').
   template <codec::Codec C>
   std::size_t run(transport::Transport& t, const C& c, Job& job, Workspace& ws) const {
-    if constexpr (std::same_as<C, codec::AnyCodec>)  // a runtime codec: dispatch on its concrete type too
+    if constexpr (std::same_as<C, codec::AnyCodec>)
       return std::visit([&](const auto& concrete) { return run(t, concrete, job, ws); }, c.variant());
     else
-      return std::visit([&](const auto& p) { return p.run(t, c, job, ws); }, policy);
+      return std::visit([&](const auto& p) -> std::size_t {
+        if constexpr (requires { p.run(t, c, job, ws); }) return p.run(t, c, job, ws);
+        else
+          throw UsageError("gradsync: collective '" + std::string(p.name()) + "' runs a unit with the state its "
+                           "start() made (a Synchronizer starts it), not on its own");
+      }, policy);
   }
 
 };

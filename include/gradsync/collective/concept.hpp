@@ -39,9 +39,6 @@ struct Job {
   /// no tags; empty: the caller runs one unit at a time, in the same order on every rank.
   std::optional<std::uint64_t> sequence{};
   std::uint32_t priority = 0;       ///< the unit's priority key (lower is more urgent)
-  /// What the collective's start() made for this synchronizer (its Runtime), or null: the
-  /// collective runs without one (the calling thread does all of its work).
-  Runtime* runtime = nullptr;
 };
 
 /// What a collective learns when a Synchronizer starts it.
@@ -52,11 +49,22 @@ struct Setup {
   std::uint64_t session = 0;                ///< the synchronizer's handshake session (stale messages carry another)
 };
 
+/// Scratch buffers for encoded messages (grown by detail::Wire to each message's wire size) and
+/// the ids of the ring's copy-free sends in flight. One per executor, so a collective never
+/// allocates per unit once they have grown.
+struct Workspace {
+  std::vector<std::byte> send, recv;
+  std::vector<transport::Transport::SendId> sends;
+};
+
 /// What a collective keeps per synchronizer besides its knobs: a server thread, a connection,
-/// what it learned from the training. A collective that needs one has the optional member
-///   std::unique_ptr<Runtime> start(const Setup&) const;   // once, before the first unit
-/// and finds it again in Job::runtime (its own type: downcast). The engine owns it, so the
-/// collective stays a value: copies of it never share a thread or a socket.
+/// what it learned from the training. A collective that needs one declares its type, derived from
+/// Runtime, and is started once, before its first unit, and then runs each unit with it:
+///   using State = ...;
+///   std::unique_ptr<State> start(const Setup&) const;
+///   std::size_t run(Transport&, const C&, Job&, Workspace&, State&) const;
+/// (collective::start and collective::run below call either kind). The engine owns the state, so
+/// the collective stays a value: copies of it never share a thread or a socket.
 class Runtime {
  public:
   virtual ~Runtime() = default;
@@ -82,11 +90,34 @@ class Runtime {
   virtual void load_state(std::span<const float> in) { (void)in; }
 };
 
-/// Starts `k` for a synchronizer: its runtime, or one that keeps nothing.
+/// Whether collective K keeps a State (above).
 template <class K>
-std::unique_ptr<Runtime> start(const K& k, const Setup& setup) {
-  if constexpr (requires { k.start(setup); }) return k.start(setup);
+concept Stateful = requires { typename K::State; } && std::derived_from<typename K::State, Runtime>;
+
+/// What collective K keeps per synchronizer: its State, or a Runtime that keeps nothing.
+template <class K>
+struct state_of {
+  using type = Runtime;
+};
+template <Stateful K>
+struct state_of<K> {
+  using type = typename K::State;
+};
+template <class K>
+using state_t = typename state_of<K>::type;
+
+/// Starts `k` for a synchronizer: its State, or a Runtime that keeps nothing.
+template <class K>
+std::unique_ptr<state_t<K>> start(const K& k, const Setup& setup) {
+  if constexpr (Stateful<K>) return k.start(setup);
   else return std::make_unique<Runtime>();
+}
+
+/// Runs one unit of `k` with what start() made for it.
+template <class K, class C>
+std::size_t run(const K& k, transport::Transport& t, const C& c, Job& job, Workspace& ws, state_t<K>& state) {
+  if constexpr (Stateful<K>) return k.run(t, c, job, ws, state);
+  else return k.run(t, c, job, ws);
 }
 
 /// True for a collective that holds back parts of a unit for later (blocks dropped on the way) in
@@ -99,28 +130,31 @@ bool holds_back(const K& k) {
   else return false;
 }
 
-/// Scratch buffers for encoded messages (grown by detail::Wire to each message's wire size) and
-/// the ids of the ring's copy-free sends in flight. One per executor, so a collective never
-/// allocates per unit once they have grown.
-struct Workspace {
-  std::vector<std::byte> send, recv;
-  std::vector<transport::Transport::SendId> sends;
-};
 
 // clang-format off
 template <class K>
-concept Collective = std::copy_constructible<K> &&
-  requires(const K k, transport::Transport& t, const codec::Identity& c, Job& job, Workspace& ws) {
-    { k.name() } -> std::convertible_to<std::string_view>;
+concept RunsWithState = Stateful<K> &&
+  requires(const K k, transport::Transport& t, const codec::Identity& c, Job& job, Workspace& ws,
+           typename K::State& state, const Setup& setup) {
+    { k.start(setup) } -> std::same_as<std::unique_ptr<typename K::State>>;
+    { k.run(t, c, job, ws, state) } -> std::same_as<std::size_t>;  // bytes this rank sent
+  };
+template <class K>
+concept RunsAlone = requires(const K k, transport::Transport& t, const codec::Identity& c, Job& job, Workspace& ws) {
     { k.run(t, c, job, ws) } -> std::same_as<std::size_t>;  // bytes this rank sent
   };
+template <class K>
+concept Collective = std::copy_constructible<K> &&
+  requires(const K k) { { k.name() } -> std::convertible_to<std::string_view>; } &&
+  (Stateful<K> ? RunsWithState<K> : RunsAlone<K>);
 // clang-format on
 
 #define GRADSYNC_CHECK_COLLECTIVE(K)                                                              \
   static_assert(::gradsync::collective::Collective<K>,                                            \
                 "gradsync: this type is not a Collective: provide const member functions name() " \
                 "and template <Codec C> run(Transport&, const C&, Job&, Workspace&) -> "          \
-                "std::size_t (bytes sent); see gradsync/collective/concept.hpp")
+                "std::size_t (bytes sent), with a State& last for a collective that declares a "  \
+                "State and start(); see gradsync/collective/concept.hpp")
 
 /// True for a collective that sums fp32 values in a vendor library (MPI's, NCCL's all-reduce) and
 /// therefore needs a lossless codec; such a collective declares

@@ -31,7 +31,7 @@
 /// here within a unit, which is the tensor under WholeLayer slicing and a slice of it under P3's.
 /// Pair it with priority::ForwardOrder (P3) and codec::Identity (the blocks travel as fp32).
 ///
-/// What it learns (contributions, ratios, loss_0) and its counts live in the Runtime start()
+/// What it learns (contributions, ratios, loss_0) and its counts live in the State start()
 /// returns, owned by the Synchronizer: the policy value holds only its knobs.
 ///
 /// \code
@@ -140,7 +140,7 @@ struct DifferentialPs {
 
   /// Checks the knobs, sizes what it learns for the units and opens the best-effort channel
   /// (collective: every rank starts together).
-  std::unique_ptr<Runtime> start(const Setup& setup) const {
+  std::unique_ptr<State> start(const Setup& setup) const {
     check();
     return std::make_unique<State>(setup, best_effort_channel, block);
   }
@@ -149,30 +149,29 @@ struct DifferentialPs {
   /// it (collective/differential_push.hpp, differential_server.hpp), then learns from the
   /// broadcast: the mean block magnitudes and rank 0's loss ratio.
   template <codec::Codec C>
-  std::size_t run(transport::Transport& t, const C&, Job& job, Workspace& ws) const {
+  std::size_t run(transport::Transport& t, const C&, Job& job, Workspace& ws, State& s) const {
     if constexpr (!detail::raw_fp32<C>) {
       throw UsageError("gradsync: collective 'dgt' " + std::string(lossless_because) + "; use codec 'fp32'");
     } else {
-      auto* s = dynamic_cast<State*>(job.runtime);
-      if (!s || job.ctx.residual.size() != job.data.size())
-        throw UsageError("gradsync: collective 'dgt' runs under a Synchronizer (its start() opens the best-effort "
-                         "channel, and the Synchronizer keeps the residual of dropped blocks)");
-      State::Learned& l = s->units.at(job.tag);
-      detail::DifferentialTransfer unit{job, {}, std::vector<float>(l.contribution.size()), s->loss_ratio.load(), {}};
+      if (job.ctx.residual.size() != job.data.size())
+        throw UsageError("gradsync: collective 'dgt' runs under a Synchronizer (it keeps the residual of dropped "
+                         "blocks)");
+      State::Learned& l = s.units.at(job.tag);
+      detail::DifferentialTransfer unit{job, {}, std::vector<float>(l.contribution.size()), s.loss_ratio.load(), {}};
       classify(l.contribution, l.ratio, unit.important);  // from shared information only: alike on every rank
       unit.counts.important = static_cast<std::uint64_t>(std::ranges::count(unit.important, 1));
       magnitudes(job.data, job.ctx.residual, unit.magnitudes);
       std::size_t sent = 0;
       if (t.size() > 1) {
         const int server = ParameterServer::server_of(job.ctx.unit, t.size());
-        sent = t.rank() == server ? detail::differential_serve(t, unit, *s, block)
-                                  : detail::differential_push(t, unit, ws, server, *s, block);
+        sent = t.rank() == server ? detail::differential_serve(t, unit, s, block)
+                                  : detail::differential_push(t, unit, ws, server, s, block);
         unit.counts.best_effort = static_cast<std::uint64_t>(std::ranges::count(unit.important, 0));
       }
       observe(l.contribution, unit.magnitudes);
       l.ratio = unit.ratio;
       l.counts = unit.counts;
-      s->add(unit.counts);
+      s.add(unit.counts);
       return sent;
     }
   }

@@ -123,7 +123,8 @@ struct GlooNative {
   /// Connects this rank's Gloo pairs (collective::Setup); every rank must start together. Ignores
   /// SIGPIPE unless the program handles it (transport/sigpipe.hpp): a peer that stopped fails the
   /// all-reduce instead of killing this rank.
-  std::unique_ptr<Runtime> start(const Setup& setup) const {
+  using State = Mesh;
+  std::unique_ptr<State> start(const Setup& setup) const {
     transport::ignore_sigpipe_if_default();
     auto mesh = std::make_unique<Mesh>();
     if (setup.transport.size() > 1) mesh->context = std::make_shared<detail::GlooMesh>(setup.transport, iface);
@@ -131,15 +132,11 @@ struct GlooNative {
   }
 
   template <codec::Codec C>
-  std::size_t run(transport::Transport& t, const C& codec, Job& job, Workspace&) const {
+  std::size_t run(transport::Transport& t, const C& codec, Job& job, Workspace&, State& mesh) const {
     check_accepts(*this, codec);
     const int n = t.size();
     if (n == 1) return 0;  // the unit already is the sum and the mean
-    const auto* mesh = dynamic_cast<const Mesh*>(job.runtime);
-    if (!mesh)
-      throw UsageError("gradsync: collective 'gloo' ran a unit before start(): a Synchronizer starts it; "
-                       "a caller that runs the collective itself passes what start() returned in Job::runtime");
-    gloo::AllreduceOptions opts(mesh->context);
+    gloo::AllreduceOptions opts(mesh.context);
     opts.setOutput(job.data.data(), job.data.size());
     opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, std::size_t)>(&gloo::sum<float>));
     opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);

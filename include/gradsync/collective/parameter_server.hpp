@@ -8,7 +8,7 @@
 /// exactly).
 /// Under a Synchronizer (which calls start) the server role runs on a thread of its own with its
 /// own priority lanes, which serves the most urgent unit whose pushes are all in
-/// (collective/server.hpp), owned by the Runtime start() returns; without one, the calling thread
+/// (collective/server.hpp), owned by the State start() returns; without one, the calling thread
 /// serves.
 ///
 /// \code
@@ -41,13 +41,26 @@ struct ParameterServer {
   std::string_view name() const { return "ps"; }
 
   /// This rank's server thread (collective::Setup), started on the first unit it serves.
-  std::unique_ptr<Runtime> start(const Setup& setup) const { return std::make_unique<Serving>(setup); }
+  using State = Serving;
+  std::unique_ptr<State> start(const Setup& setup) const { return std::make_unique<State>(setup); }
 
   /// The rank that serves unit `unit` among `ranks`.
   static int server_of(std::uint64_t unit, int ranks) { return static_cast<int>(unit % static_cast<std::uint64_t>(ranks)); }
 
+  /// A unit this rank serves goes to its server thread, which serves the units in priority order.
+  template <codec::Codec C>
+  std::size_t run(transport::Transport& t, const C& codec, Job& job, Workspace& ws, State& serving) const {
+    return serve_or_push(t, codec, job, ws, &serving);
+  }
+  /// Without a server thread: the calling thread serves each unit as it comes.
   template <codec::Codec C>
   std::size_t run(transport::Transport& t, const C& codec, Job& job, Workspace& ws) const {
+    return serve_or_push(t, codec, job, ws, nullptr);
+  }
+
+ private:
+  template <codec::Codec C>
+  std::size_t serve_or_push(transport::Transport& t, const C& codec, Job& job, Workspace& ws, State* serving) const {
     const int n = t.size(), r = t.rank();
     if (n == 1) return 0;  // the unit already is the sum and the mean
     const int server = server_of(job.ctx.unit, n);
@@ -59,7 +72,7 @@ struct ParameterServer {
       return out.size();
     }
     Unit<C> unit(t, w);
-    if (auto* serving = dynamic_cast<Serving*>(job.runtime)) {
+    if (serving) {
       serving->server.serve(unit);
     } else {
       unit.collect();
@@ -68,7 +81,6 @@ struct ParameterServer {
     return unit.sent;
   }
 
- private:
   /// The serving rank's side of one unit.
   template <class C>
   struct Unit final : Served {

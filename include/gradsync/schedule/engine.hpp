@@ -1,6 +1,6 @@
 #pragma once
 /// Engine: what runs a Synchronizer's plan. It shakes hands with the peers, then owns the unit
-/// table, the Leader (rank 0's order), the executors and their threads, the collective's runtime,
+/// table, the Leader (rank 0's order), the collective's state, the executors and their threads,
 /// one Control and one Watchdog over every wait, and the iteration count. The Synchronizer checks
 /// the caller's input against the plan and forwards here.
 ///
@@ -103,13 +103,14 @@ class Engine {
   StatisticsRecorder& recorder() { return stats_; }
   Statistics stats() const {
     Statistics s = stats_.snapshot();
-    s.counters = runtime_->counters();
+    s.counters = state_->counters();
     return s;
   }
 
   UnitTable& table() { return table_; }
   const UnitTable& table() const { return table_; }
-  collective::Runtime& runtime() const { return *runtime_; }
+  /// What the collective keeps for this synchronizer (its loss reports, counters, checkpoint).
+  collective::Runtime& runtime() const { return *state_; }
   std::int64_t iteration() const { return iteration_.load(); }
   /// For a restored checkpoint, before the first hand-over.
   void resume_at(std::int64_t iteration) { iteration_.store(iteration); }
@@ -135,11 +136,14 @@ class Engine {
   transport::Transport& user_;  // the caller's transport: abort messages use it even after t_ is cancelled
   Plan<Slicing, Priority, Codec, Collective>& plan_;
   transport::Cancellable t_;    // every other message: one timeout, and waits that end on failure
+  // The handshake's session: every rank has agreed on the plan before anything else starts.
+  const std::uint64_t session_;
   Control control_;
   StatisticsRecorder stats_;
   UnitTable table_;
   Leader leader_;
-  std::unique_ptr<collective::Runtime> runtime_;  // what the collective keeps for this synchronizer
+  // What the collective keeps for this synchronizer, started once every rank agreed.
+  const std::unique_ptr<collective::state_t<Collective>> state_;
   Executors<Priority, Codec, Collective> executors_;
   Watchdog watchdog_;  // after what it watches: its thread stops before they go
   std::vector<std::thread> threads_;
@@ -152,18 +156,14 @@ class Engine {
 template <class Slicing, class Priority, class Codec, class Collective>
 Engine<Slicing, Priority, Codec, Collective>::Engine(transport::Transport& user,
                                                      Plan<Slicing, Priority, Codec, Collective>& plan)
-    : user_(user), plan_(plan), t_(user_, plan.options.timeout),
+    : user_(user), plan_(plan), t_(user_, plan.options.timeout), session_(handshake(t_, plan.hello)),
       table_(plan.layout, plan.units, plan.fp32_below, plan.residuals, plan.policies.slicing.describe()),
       leader_(t_, control_, plan.options, plan.lane_capacity, table_),
-      executors_({t_, plan.policies.priority, plan.policies.codec, plan.policies.collective, runtime_, plan.layout,
+      state_(collective::start(plan.policies.collective, {.transport = t_, .elements = table_.elements(),
+                                                          .lane_capacity = plan.lane_capacity, .session = session_})),
+      executors_({t_, plan.policies.priority, plan.policies.codec, plan.policies.collective, *state_, plan.layout,
                   table_, leader_, control_, stats_, plan.options}),
-      watchdog_({user_, t_, control_, &leader_, [this] { return runtime_ ? runtime_->stall() : transport::Wait{}; }},
-                handshake(t_, plan.hello), plan.options.timeout) {
-  std::vector<std::size_t> elements;
-  for (const Unit& u : table_.units()) elements.push_back(u.elements);
-  runtime_ = collective::start(plan.policies.collective, {.transport = t_, .elements = std::move(elements),
-                                                          .lane_capacity = plan.lane_capacity,
-                                                          .session = watchdog_.session()});
+      watchdog_({user_, t_, control_, &leader_, [this] { return state_->stall(); }}, session_, plan.options.timeout) {
   for (std::size_t i = 0; i < executors_.size(); ++i)
     threads_.emplace_back([this, i] { guarded([this, i] { executors_.run(executors_.slot(i)); }); });
   watchdog_.start();
@@ -179,7 +179,7 @@ Engine<Slicing, Priority, Codec, Collective>::~Engine() {
           std::to_string(handed) + " of " + std::to_string(table_.layers()) + " layers handed over)");
   watchdog_.wait([&] { return table_.all_done(); }, "~Synchronizer", 0);
   watchdog_.stop(std::make_exception_ptr(UsageError("gradsync: the synchronizer was destroyed")));
-  runtime_->stop();
+  state_->stop();
   for (auto& th : threads_) th.join();
 }
 

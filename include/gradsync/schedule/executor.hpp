@@ -7,7 +7,7 @@
 ///
 /// \code
 ///   schedule::Executors<Priority, Codec, Collective> executors(
-///       {transport, priority, codec, collective, runtime, layout, table, leader, control, stats, options});
+///       {transport, priority, codec, collective, state, layout, table, leader, control, stats, options});
 ///   std::thread th([&] { executors.run(executors.slot(0)); });
 /// \endcode
 #include <algorithm>
@@ -42,8 +42,8 @@ class Executors {
     Priority& priority;
     const Codec& codec;
     const Collective& collective;
-    /// The collective's runtime (collective::start), made before any executor runs.
-    const std::unique_ptr<collective::Runtime>& runtime;
+    /// What the collective keeps for this synchronizer (collective::start).
+    collective::state_t<Collective>& state;
     const ModelLayout& layout;
     UnitTable& table;
     Leader& leader;
@@ -117,9 +117,9 @@ class Executors {
     const bool fp32 = p_.table.bypassed(u);
     const codec::EncodeContext ctx{
         .seed = p_.options.seed, .iteration = static_cast<std::uint64_t>(iteration), .unit = u, .residual = p_.table.residual(u)};
-    collective::Job job{data, u, ctx, p_.options.average, sequence, d.key, p_.runtime.get()};
-    const std::size_t sent = fp32 ? p_.collective.run(p_.t, codec::fp32_of(p_.codec), job, slot.ws)
-                                   : p_.collective.run(p_.t, p_.codec, job, slot.ws);
+    collective::Job job{data, u, ctx, p_.options.average, sequence, d.key};
+    const std::size_t sent = fp32 ? collective::run(p_.collective, p_.t, codec::fp32_of(p_.codec), job, slot.ws, p_.state)
+                                   : collective::run(p_.collective, p_.t, p_.codec, job, slot.ws, p_.state);
     if (unit.fused()) {
       std::size_t off = 0;
       for (const Segment& g : unit.segments) {
@@ -130,7 +130,7 @@ class Executors {
     const auto finished = clock::now(), ready = p_.table.ready_at(u);
     p_.stats.unit(unit.elements, sent, !fp32 && !p_.codec.lossless(), started - ready, finished - started);
     if (p_.options.on_unit)
-      p_.options.on_unit({u, iteration, unit.elements, sent, ready, started, finished, p_.runtime->counters(u)});
+      p_.options.on_unit({u, iteration, unit.elements, sent, ready, started, finished, p_.state.counters(u)});
   }
 
   /// Options::check_finite: a NaN or Inf in this rank's gradient fails every rank before any of it

@@ -63,6 +63,12 @@ class UnitTable {
   std::size_t size() const { return units_.size(); }
   std::size_t layers() const { return layers_.size(); }
   std::size_t max_elements() const { return max_elements_; }
+  /// Each unit's elements, in unit order (what a collective's start() is told).
+  std::vector<std::size_t> elements() const {
+    std::vector<std::size_t> e;
+    for (const Unit& u : units_) e.push_back(u.elements);
+    return e;
+  }
   bool bypassed(std::uint32_t u) const { return bypassed_[u] != 0; }
 
   /// Unit u's error-feedback residual (empty for bypassed units, or a codec without residual).
