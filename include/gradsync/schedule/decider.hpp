@@ -60,7 +60,7 @@ class Decider {
 
   /// The next decision, sent to every rank; nothing once stopping. The chooser's.
   std::optional<Decision> decide(Undecided& undecided) {
-    detail::Backoff backoff;
+    gradsync::detail::Backoff backoff;
     while (window_.wait_for_room()) {
       const std::uint64_t seen = lanes_.pushes();
       take_reports();
