@@ -2,8 +2,9 @@
 """The claims check fails when a quoted figure is edited, and says where and what the source gives.
 
 Copies of the repository's own files are edited and each copy is checked as if it were the
-original (check_claims.py --as): a figure of a generated table, an annotated figure, a new figure
-with no source in a strict page, and links to a missing file and heading. Each must fail naming the file, the line, the figure and,
+original (check_claims.py --as): a figure of a generated table (in any checked file, and in a
+benchmark README), an annotated figure, a new figure with no source in a docs page and in a
+benchmark README, and links to a missing file and heading. Each must fail naming the file, the line, the figure and,
 for the first two, the source's value; the unedited copies must pass, so that the failures come
 from the edits alone.
 """
@@ -55,33 +56,41 @@ def read(name):
 
 names = [n for n, _ in check_claims.files()]
 
-# 1. A figure in a generated table.
-gen = None
-for name in names:
-    lines = read(name).split("\n")
-    inside = False
-    for i, line in enumerate(lines):
-        if check_claims.GEN_START.match(line):
-            inside = True
-        elif check_claims.END.match(line):
-            inside = False
-        elif inside:
-            m = check_claims.FIGURE.search(line)
-            if m:
-                gen = (name, lines, i, m)
-                break
-    if gen:
-        break
-if not gen:
-    failures.append("no generated table with a figure in any checked file: nothing to edit")
-else:
-    name, lines, i, m = gen
+# 1. A figure in a generated table: the first one of any checked file, and the first one of a
+#    benchmark README (they are strict too).
+def first_generated_figure(candidates):
+    for name in candidates:
+        lines = read(name).split("\n")
+        inside = False
+        for i, line in enumerate(lines):
+            if check_claims.GEN_START.match(line):
+                inside, start = True, i
+            elif check_claims.END.match(line):
+                inside = False
+            elif inside:
+                m = check_claims.FIGURE.search(line)
+                if m:
+                    return name, lines, start, i, m
+    return None
+
+
+def edit_generated(candidates, what):
+    gen = first_generated_figure(candidates)
+    if not gen:
+        failures.append(f"no generated table with a figure in {what}: nothing to edit")
+        return
+    name, lines, start, i, m = gen
     expect("unedited " + name, name, "\n".join(lines), 0)
     fig = m.group(0).strip()
     edited = list(lines)
-    edited[i] = line = lines[i][:m.start()] + bump(m.group(0)) + lines[i][m.end():]
+    edited[i] = lines[i][:m.start()] + bump(m.group(0)) + lines[i][m.end():]
+    spec = " ".join(check_claims.GEN_START.match(lines[start]).group(1, 2)).split()
     expect(f"{name}: generated figure {fig} edited to {bump(fig)}", name, "\n".join(edited), 1,
-           f"{name}:{i + 1}", "differs from its sources", bump(fig), fig)
+           f"{name}:{i + 1}", f"generated block {' '.join(spec)} differs from its sources", bump(fig), fig)
+
+
+edit_generated(names, "any checked file")
+edit_generated([n for n in names if n.startswith("benchmarks/")], "a benchmark README")
 
 # 2. An annotated figure.
 ann = None
@@ -114,6 +123,12 @@ else:
 text = "# A page\n\nThe new engine is 1.42x faster than DDP everywhere.\n"
 expect("docs page: a figure without a source", "docs/unsourced.md", text, 1,
        "docs/unsourced.md:3", "1.42x has no source")
+
+# 3b. The same in a benchmark README, which is strict as well.
+text = read("benchmarks/README.md") + "\nThe new engine is 1.42x faster than DDP everywhere.\n"
+line = text.count("\n")
+expect("benchmark README: a figure without a source", "benchmarks/README.md", text, 1,
+       f"benchmarks/README.md:{line}", "1.42x has no source")
 
 # 4. A link to a file that does not exist, and to a heading a file does not have.
 text = "# A page\n\nSee [the policies](policies.md#no-such-heading) and [gone](gone.md).\n"
