@@ -332,7 +332,106 @@ def gen_codec_accuracy(base: str) -> str:
     return "\n".join(out)
 
 
-GENERATORS = {"headline": gen_headline, "md_table": gen_md_table, "codec_accuracy": gen_codec_accuracy}
+def _iteration_cell(paths: dict, p: str, key: str, name: str, digits: int, vs: str | None, match: dict) -> str:
+    """One run's seconds per iteration (with its ratio to the run named `vs` in brackets, where the
+    results hold that run), blank when the results hold no such run, "failed" when it did not
+    complete. `paths` names other results files for some runs."""
+    found = runs(paths.get(name, p), **{key: name}, **match)
+    if not found:
+        return ""
+    if len(found) > 1:
+        raise ClaimError(f"{p}: {len(found)} runs match {key}={name} {match}, expected 1")
+    if not found[0].get("ok", True) or found[0].get("iteration_s") is None:
+        return "failed"
+    t = float(found[0]["iteration_s"])
+    other = runs(paths.get(vs, p), **{key: vs}, **match) if vs else []
+    return f"{t:.{digits}f}" + (f" ({t / float(other[0]['iteration_s']):.2f})" if len(other) == 1 else "")
+
+
+def runs_table(header: list[str], rows: list[tuple], cols: list[tuple], digits: int, key: str = "contender") -> str:
+    """A table of seconds per iteration: per row (its label cells, a results.json, the fields its
+    runs match, and optionally {name: other results.json} for columns taken from another run),
+    per column (the value of `key`, and the `key` value its ratio is to, or None)."""
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for labels, p, match, *other in rows:
+        elsewhere = other[0] if other else {}
+        cells = [_iteration_cell(elsewhere, p, key, name, digits, vs, match) for name, vs in cols]
+        out.append("| " + " | ".join(list(labels) + cells) + " |")
+    return "\n".join(out)
+
+
+def _auto_choice(p: str, **match) -> str:
+    """What gradsync.torch's slicing "auto" chose in one run (rank 0's `tuning`): slicing, units in
+    flight / credit, and units per iteration."""
+    g = run(p, contender="auto", **match)["gradsync"]
+    t = g["tuning"]
+    return (f"{t['slicing']}, {t['inflight_units']} / {t['credit_bytes'] // 2**20} MiB "
+            f"({g['units'] // g['iterations']})")
+
+
+TORCH_LINKS = ("unlimited", "10gbit", "1gbit", "300mbit")
+TORCH_MODELS = {"vgg16": "VGG-16", "resnet50": "ResNet-50", "transformer": "Transformer"}
+
+
+def _grouped(models, links, path):
+    """Rows per model and link, the model named on its first row only."""
+    return [((TORCH_MODELS[m] if k == 0 else "", l), path(m), {"model": m, "link": l})
+            for m in models for k, l in enumerate(links)]
+
+
+def gen_torch_table(name: str) -> str:
+    """The tables of benchmarks/torch/README.md, from the sweeps' results.json."""
+    d = lambda sub: f"{TORCH}/{sub}/results.json"
+    full = ["compute only", "DDP", "DDP fp16 hook", "WFBP", "P3 fp32", "P3 fp16", "P3 qsgd8"]
+    full_cols = [("compute", None), ("ddp", None), ("ddp-fp16", None), ("wfbp", "ddp"), ("p3", "ddp"),
+                 ("p3-fp16", "ddp-fp16"), ("p3-qsgd8", None)]
+    hooks_cols = full_cols[:1] + [("hooks", "compute")] + full_cols[1:]
+    if name == "n2-first":
+        return runs_table(["model", "link"] + full, _grouped(("resnet50", "transformer"), TORCH_LINKS,
+                                                          lambda m: d(f"2026-11-26-n2/{m}")), full_cols, 2)
+    if name == "n2-vgg16":
+        return runs_table(["link"] + full, [((l,), d("2026-11-27-n2/vgg16"), {"link": l}) for l in ("unlimited", "1gbit")],
+                          full_cols, 2)
+    if name in ("n2-vgg16-10gbit", "n2-vgg16-300mbit"):
+        link = name.rsplit("-", 1)[1]
+        head = ["run", "compute only", "hooks, 1 node"] + full[1:]
+        second = "again" if link == "10gbit" else "second"
+        return runs_table(head, [(("first",), d(f"2026-11-27-n2/vgg16-{link}"), {"link": link}),
+                                 ((second,), d(f"2026-11-27-n2/vgg16-{link}-b"), {"link": link})], hooks_cols, 3)
+    if name == "n2-auto":
+        cols = [("compute", None), ("ddp", None), ("p3", "ddp"), ("auto", "ddp")]
+        rows = [(("VGG-16", "unlimited"), d("2026-11-27-n2/vgg16-auto"), {"link": "unlimited"}),
+                (("", "unlimited, again"), d("2026-11-27-n2/auto-fast"), {"model": "vgg16", "link": "unlimited"}),
+                (("", "10gbit"), d("2026-11-27-n2/vgg16-auto"), {"link": "10gbit"}),
+                (("", "10gbit, again"), d("2026-11-27-n2/auto-fast"), {"model": "vgg16", "link": "10gbit"}),
+                (("", "1gbit"), d("2026-11-27-n2/vgg16-auto"), {"link": "1gbit"}),
+                (("", "300mbit (DDP: the first run's)"), d("2026-11-27-n2/vgg16-300mbit-b"), {"link": "300mbit"},
+                 {"ddp": d("2026-11-27-n2/vgg16-300mbit")})]
+        rows += _grouped(("resnet50", "transformer"), ("unlimited", "10gbit"), lambda m: d("2026-11-27-n2/auto-fast"))
+        table = runs_table(["model", "link", "compute only", "DDP", "P3 fp32", "auto"], rows, cols, 3)
+        lines = table.split("\n")
+        lines[0] += " auto chose (units per iteration) |"
+        lines[1] += "---|"
+        for k, (labels, p, match, *_) in enumerate(rows):
+            lines[k + 2] += f" {_auto_choice(p, **match)} |"
+        return "\n".join(lines)
+    if name == "n4-resnet50":
+        cols = [("compute", None), ("ddp", None), ("ddp-fp16", None), ("p3", "ddp"), ("auto", "ddp"), ("p3-fp16", "ddp-fp16")]
+        return runs_table(["model", "link", "compute only", "DDP", "DDP fp16 hook", "P3 fp32", "auto",
+                           "P3 fp16 (x DDP fp16)"], _grouped(("resnet50",), ("1gbit",), lambda m: d("2026-11-27-n4/resnet50-1gbit")), cols, 3)
+    if name == "n4-fast":
+        cols = [("compute", None), ("ddp", None), ("p3", "ddp"), ("auto", "ddp")]
+        return runs_table(["model", "link", "compute only", "DDP", "P3 fp32", "auto"],
+                          _grouped(("resnet50", "transformer"), ("unlimited", "10gbit"), lambda m: d("2026-11-27-n4/fast")), cols, 3)
+    if name == "n4-vgg16":
+        cols = full_cols[:5] + [("auto", "ddp")] + full_cols[5:]
+        return runs_table(["link"] + full[:5] + ["auto"] + full[5:],
+                          [((l,), d("2026-11-27-n4/vgg16"), {"link": l}) for l in TORCH_LINKS], cols, 2)
+    raise ClaimError(f"no torch table named {name}")
+
+
+GENERATORS = {"headline": gen_headline, "md_table": gen_md_table, "codec_accuracy": gen_codec_accuracy,
+              "torch_table": gen_torch_table}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -548,8 +647,7 @@ def anchors(path: str) -> set[str]:
 
 
 # Files whose figures are not all tied yet: their untied figures are counted, not errors.
-LOOSE = {"benchmarks/dgt/README.md", "benchmarks/e2e/README.md",
-         "benchmarks/torch/README.md"}
+LOOSE = {"benchmarks/dgt/README.md", "benchmarks/e2e/README.md"}
 
 
 def files() -> list[tuple[str, bool]]:
