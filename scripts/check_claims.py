@@ -5,9 +5,9 @@ Standard library only; it reads files and times nothing, so it can run in `make 
 
 A *figure* is a measured quantity in prose: a ratio (`1.25x`, `0.73-0.95x`), a duration (`63 s`,
 `12-29 ms`, `36.5 minutes`) or a percentage (`3%`, `-8.6%`). Text in code spans, code blocks,
-link targets and HTML comments is not prose. Every figure in a *strict* file (the top README.md,
-docs/*.md, trainer/README.md, benchmarks/README.md and benchmarks/*/README.md, less the ones still
-in LOOSE) must be tied to its source in one of three ways:
+link targets and HTML comments is not prose. Every figure in the checked files (the top README.md,
+docs/*.md, trainer/README.md, benchmarks/README.md and benchmarks/*/README.md) must be tied to its
+source in one of three ways:
 
   * generated: inside `<!-- generated: NAME ARGS -->` ... `<!-- end -->`, a block this script
     writes from the results (GENERATORS below; ARGS, separated by spaces, are passed to NAME, e.g.
@@ -24,10 +24,9 @@ in LOOSE) must be tied to its source in one of three ways:
     a measurement.
 
 Anything else is an error naming the file, the line, the figure and, for a mismatch, the value
-its source gives. In a file of LOOSE the annotations and generated blocks are checked the same
-way, but a figure without one is only counted.
+its source gives.
 
-Every relative Markdown link of the strict files must name a file or folder that exists, and a
+Every relative Markdown link of the checked files must name a file or folder that exists, and a
 heading of it when it names one (`file.md#heading`).
 
     scripts/check_claims.py                 # check; exit 1 on any error
@@ -37,9 +36,7 @@ heading of it when it names one (`file.md#heading`).
 from __future__ import annotations
 
 import argparse
-import csv
 import glob
-import io
 import json
 import math
 import os
@@ -352,11 +349,13 @@ def _iteration_cell(paths: dict, p: str, key: str, name: str, digits: int, vs: s
 def runs_table(header: list[str], rows: list[tuple], cols: list[tuple], digits: int, key: str = "contender") -> str:
     """A table of seconds per iteration: per row (its label cells, a results.json, the fields its
     runs match, and optionally {name: other results.json} for columns taken from another run),
-    per column (the value of `key`, and the `key` value its ratio is to, or None)."""
+    per column (the value of `key`, and the `key` value its ratio is to, or None; or a function of
+    the row's results.json and fields that returns the cell)."""
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for labels, p, match, *other in rows:
         elsewhere = other[0] if other else {}
-        cells = [_iteration_cell(elsewhere, p, key, name, digits, vs, match) for name, vs in cols]
+        cells = [col(p, match) if callable(col) else _iteration_cell(elsewhere, p, key, *col[:1], digits, col[1], match)
+                 for col in cols]
         out.append("| " + " | ".join(list(labels) + cells) + " |")
     return "\n".join(out)
 
@@ -429,6 +428,80 @@ def gen_torch_table(name: str) -> str:
         return runs_table(["link"] + full[:5] + ["auto"] + full[5:],
                           [((l,), d("2026-11-27-n4/vgg16"), {"link": l}) for l in TORCH_LINKS], cols, 2)
     raise ClaimError(f"no torch table named {name}")
+
+
+E2E_LINKS = ("unlimited", "10gbit", "1gbit", "300mbit")
+E2E_MODELS = {"vgg11": "VGG-11", "resnet20": "ResNet-20"}
+
+
+def _e2e_pair(policies: tuple[str, str], name: str = "overhead_s", digits: int = 3):
+    """A cell of two runs' `name`, "a / b" (e.g. the overhead of P3 and of DDP)."""
+    return lambda p, match: " / ".join(f"{field(p, name, policy=x, **match):.{digits}f}" for x in policies)
+
+
+def _e2e_ab(before: str, after: str, policy: str, name: str = "iteration_s"):
+    """A cell of one run's `name` in two sweeps' results, "before / after"."""
+    return lambda p, match: " / ".join(f"{field(f'{E2E}/{d}/results.json', name, policy=policy, **match):.3f}"
+                                       for d in (before, after))
+
+
+def gen_e2e_table(name: str) -> str:
+    """The tables of benchmarks/e2e/README.md, from the sweeps' results.json (report.py)."""
+    r = lambda sub: f"{E2E}/{sub}/results.json"
+    def grouped(models_nodes, links, path):
+        return [((f"{E2E_MODELS[m]}, {n}" if k == 0 else "", l), path(m, n), {"model": m, "link": l})
+                for m, n in models_nodes for k, l in enumerate(links)]
+    if name == "eq":
+        cols = [("compute", None), ("ddp-compute", None), ("p3", "ddp"), ("p3-auto", "ddp"), ("wfbp", "ddp"), ("ddp", None),
+                ("p3-fp16", "ddp-fp16"), ("ddp-fp16", None), _e2e_pair(("p3", "ddp"))]
+        head = ["model, nodes", "link", "gradsync compute only", "DDP compute only", "P3 (default)", "P3 auto", "WFBP", "DDP",
+                "P3 fp16 (x DDP fp16)", "DDP fp16", "overhead P3 / DDP"]
+        rows = grouped([("vgg11", 2), ("resnet20", 2), ("vgg11", 4), ("resnet20", 4)], E2E_LINKS,
+                       lambda m, n: r(f"2026-11-27-eq-n{n}"))
+        return runs_table(head, rows, cols, 3, key="policy")
+    if name == "default":
+        d = lambda sub: r(f"2026-11-27-default/{sub}")
+        rows = grouped([("vgg11", 2)], E2E_LINKS, lambda m, n: d("default-n2"))
+        rows += grouped([("vgg11", 4)], E2E_LINKS, lambda m, n: d("default-n4"))
+        rows += grouped([("resnet20", 2)], E2E_LINKS, lambda m, n: d("r20-n2"))
+        rows += [(("", f"300mbit, run {k + 2}"), d(f"r20-n2-300-{k + 1}"), {"model": "resnet20", "link": "300mbit"})
+                 for k in range(2)]
+        rows += [((f"{E2E_MODELS['resnet20']}, 4" if k == 0 else "", l), d("r20-n4-b" if l in ("unlimited", "300mbit") else "r20-n4-a"),
+                  {"model": "resnet20", "link": l}) for k, l in enumerate(E2E_LINKS)]
+        cols = [("compute", None), ("ddp-compute", None), ("default", "ddp"), ("p3", "ddp"), ("ddp", None)]
+        return runs_table(["model, nodes", "link", "compute only", "DDP compute only", "default", "P3 `fixed:40000`", "DDP"],
+                          rows, cols, 3, key="policy")
+    if name == "compute":
+        rows = [((m, l), r(f"2026-11-27-compute/{m}-n2"), {"model": m, "link": l})
+                for m in E2E_MODELS for l in ("unlimited", "300mbit")]
+        cols = [("compute", None), ("ddp-compute", None), ("default", "ddp"), ("ddp", None), _e2e_pair(("default", "ddp"))]
+        return runs_table(["model", "link", "gradsync compute only", "DDP compute only", "default (x DDP)", "DDP",
+                           "overhead default / DDP"], rows, cols, 3, key="policy")
+    if name in ("ab", "engine"):
+        before, after = ("2026-11-27-ab/before", "2026-11-27-ab/after") if name == "ab" else \
+            ("2026-11-27-engine/before", "2026-11-27-engine/after")
+        rows = [((f"{E2E_MODELS[m]}, {l}",), r(before), {"model": m, "link": l})
+                for m in E2E_MODELS for l in ("300mbit", "1gbit", "unlimited")]
+        cols = [_e2e_ab(before, after, "compute"), _e2e_ab(before, after, "p3")]
+        head = ["model, link", "compute only before / after (s)", "P3 before / after (s)"]
+        if name == "ab":
+            cols.append(_e2e_ab(before, after, "p3", "busy_s"))
+            head.append("busy before / after (s)")
+        return runs_table(head, rows, cols, 3, key="policy")
+    if name == "lossy":
+        p = r("2026-11-27-lossy")
+        labels = {"p3-ef-qsgd4": "P3 + ef-qsgd4 (error-feedback QSGD, 4 bits)",
+                  "p3-onebit": "P3 + onebit (1-bit SGD, error feedback)", "ddp-powersgd": "DDP + PowerSGD (rank 4)"}
+        fastest = min(field(p, "seconds_to_accuracy", policy=x) for x in labels)
+        out = ["| run | iteration (s) | node 0 sends (MB per iteration) | iterations to 0.85 | seconds to 0.85 "
+               "| x fastest | final test accuracy |", "|---|---|---|---|---|---|---|"]
+        for x, label in labels.items():
+            q = run(p, policy=x)
+            out.append(f"| {label} | {q['iteration_s']:.3f} | {q['node0_wire_mb_per_iteration']:.1f} "
+                       f"| {q['iterations_to_accuracy']} | {q['seconds_to_accuracy']:.1f} "
+                       f"| {q['seconds_to_accuracy'] / fastest:.2f} | {q['test_accuracy']:.4f} |")
+        return "\n".join(out)
+    raise ClaimError(f"no e2e table named {name}")
 
 
 DGT_MODELS = {"alexnet-bn": "AlexNet-BN x1/4, 100 Mbit/s", "vgg11": "VGG-11 x1/4, 200 Mbit/s"}
@@ -507,7 +580,7 @@ def gen_dgt_table(name: str) -> str:
 
 
 GENERATORS = {"headline": gen_headline, "md_table": gen_md_table, "codec_accuracy": gen_codec_accuracy,
-              "torch_table": gen_torch_table, "dgt_table": gen_dgt_table}
+              "torch_table": gen_torch_table, "dgt_table": gen_dgt_table, "e2e_table": gen_e2e_table}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -563,13 +636,12 @@ class Report:
     def __init__(self):
         self.errors: list[str] = []
         self.checked = 0
-        self.untied: dict[str, int] = {}
 
     def error(self, where: str, text: str):
         self.errors.append(f"{where}: {text}")
 
 
-def check_file(name: str, text: str, strict: bool, write: bool, report: Report) -> str:
+def check_file(name: str, text: str, write: bool, report: Report) -> str:
     """Checks one file's text (shown as `name`); returns the text with generated blocks
     rewritten when `write`."""
     lines = text.split("\n")
@@ -642,13 +714,13 @@ def check_file(name: str, text: str, strict: bool, write: bool, report: Report) 
             out.append(line)
             i += 1
             continue
-        check_line(where, line, strict, report, names)
+        check_line(where, line, report, names)
         out.append(line)
         i += 1
     return "\n".join(out)
 
 
-def check_line(where: str, line: str, strict: bool, report: Report, names: dict):
+def check_line(where: str, line: str, report: Report, names: dict):
     figures = [m for m in FIGURE.finditer(prose(line))]
     covered = [False] * len(figures)
 
@@ -686,12 +758,9 @@ def check_line(where: str, line: str, strict: bool, report: Report, names: dict)
                 report.error(where, f"setting names {s.group('fig')!r}, which is not a figure of this line")
     for k, m in enumerate(figures):
         if not covered[k]:
-            if strict:
-                report.error(where, f"{m.group(0).strip()} has no source: annotate it "
-                                    f"(<!-- src FIGURE: EXPR -->), generate it, or move it to a "
-                                    f"\"not yet re-measured\" block")
-            else:
-                report.untied[where.rsplit(":", 1)[0]] = report.untied.get(where.rsplit(":", 1)[0], 0) + 1
+            report.error(where, f"{m.group(0).strip()} has no source: annotate it "
+                                f"(<!-- src FIGURE: EXPR -->), generate it, or move it to a "
+                                f"\"not yet re-measured\" block")
 
 
 def check_links(name: str, path: str, text: str, report: Report):
@@ -722,16 +791,12 @@ def anchors(path: str) -> set[str]:
     return {re.sub(r"[^\w\- ]", "", h.lower().replace("`", "")).replace(" ", "-") for h in heads}
 
 
-# Files whose figures are not all tied yet: their untied figures are counted, not errors.
-LOOSE = {"benchmarks/e2e/README.md"}
-
-
-def files() -> list[tuple[str, bool]]:
-    found = ["README.md", "trainer/README.md"] + sorted(
+def files() -> list[str]:
+    """The checked files: the top README, docs/, trainer/README.md and the benchmarks' READMEs."""
+    return ["README.md", "trainer/README.md"] + sorted(
         os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md")) +
         glob.glob(os.path.join(ROOT, "benchmarks", "README.md")) +
         glob.glob(os.path.join(ROOT, "benchmarks", "*", "README.md")))
-    return [(f, f not in LOOSE) for f in found]
 
 
 def main(argv=None) -> int:
@@ -747,17 +812,15 @@ def main(argv=None) -> int:
     if args.as_name:
         if not args.copy:
             ap.error("--as NAME needs the file to check")
-        strict = dict(files()).get(args.as_name, args.as_name.startswith("docs/") or args.as_name == "README.md")
-        targets = [(args.as_name, strict, args.copy)]
+        targets = [(args.as_name, args.copy)]
     else:
-        targets = [(f, s, os.path.join(ROOT, f)) for f, s in files()]
+        targets = [(f, os.path.join(ROOT, f)) for f in files()]
 
-    for name, strict, path in targets:
+    for name, path in targets:
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        new = check_file(name, text, strict, args.write and not args.as_name, report)
-        if strict:
-            check_links(name, os.path.join(ROOT, name), new, report)
+        new = check_file(name, text, args.write and not args.as_name, report)
+        check_links(name, os.path.join(ROOT, name), new, report)
         if args.write and not args.as_name and new != text:
             with open(path, "w", encoding="utf-8") as f:
                 f.write(new)
@@ -766,12 +829,8 @@ def main(argv=None) -> int:
     for e in report.errors:
         print(f"error: {e}", file=sys.stderr)
     if not args.quiet:
-        untied = sum(report.untied.values())
         print(f"check_claims: {report.checked} figures and generated blocks checked against their "
               f"sources in {len(targets)} files; {len(report.errors)} errors")
-        if untied:
-            print(f"  not yet tied to a source (allowed in these files, not in strict ones): {untied} figures in "
-                  + ", ".join(f"{f} ({n})" for f, n in sorted(report.untied.items())))
     return 1 if report.errors else 0
 
 

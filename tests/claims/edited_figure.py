@@ -54,7 +54,7 @@ def read(name):
         return f.read()
 
 
-names = [n for n, _ in check_claims.files()]
+names = check_claims.files()
 
 # 1. A figure in a generated table: the first one of any checked file, and the first one of a
 #    benchmark README (they are strict too).
