@@ -61,10 +61,14 @@ class ClaimError(Exception):
 # ---------------------------------------------------------------------------------------------
 # Helpers an annotation's EXPR may call. Paths are relative to the repository root.
 
+SOURCES_READ: list[str] = []  # the result files read since it was last cleared: what a generated block came from
+
+
 def _path(p: str) -> str:
     full = os.path.normpath(os.path.join(ROOT, p))
     if not os.path.isfile(full):
         raise ClaimError(f"source {p} does not exist")
+    SOURCES_READ.append(os.path.relpath(full, ROOT))
     return full
 
 
@@ -672,6 +676,7 @@ def check_file(name: str, text: str, write: bool, report: Report) -> str:
                 report.error(where, f"no generator named {g.group(1)} (known: {', '.join(GENERATORS)})")
                 out.extend(lines[i:end + 1])
             else:
+                SOURCES_READ.clear()
                 try:
                     want = gen(*g.group(2).split()).split("\n")
                 except ClaimError as e:
@@ -684,7 +689,8 @@ def check_file(name: str, text: str, write: bool, report: Report) -> str:
                     for k, (h, w) in enumerate(zip(have + [""] * len(want), want + [""] * len(have))):
                         if h != w:
                             report.error(f"{name}:{i + 2 + k}",
-                                         f"generated block {spec} differs from its sources: the "
+                                         f"generated block {spec} differs from its sources "
+                                         f"({', '.join(dict.fromkeys(SOURCES_READ))}): the "
                                          f"file has\n    {h}\n  the results give\n    {w}\n  "
                                          f"(scripts/check_claims.py --write rewrites it)")
                             break

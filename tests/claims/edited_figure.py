@@ -86,7 +86,7 @@ def edit_generated(candidates, what):
     edited[i] = lines[i][:m.start()] + bump(m.group(0)) + lines[i][m.end():]
     spec = " ".join(check_claims.GEN_START.match(lines[start]).group(1, 2)).split()
     expect(f"{name}: generated figure {fig} edited to {bump(fig)}", name, "\n".join(edited), 1,
-           f"{name}:{i + 1}", f"generated block {' '.join(spec)} differs from its sources", bump(fig), fig)
+           f"{name}:{i + 1}", f"generated block {' '.join(spec)} differs from its sources (", "results", bump(fig), fig)
 
 
 edit_generated(names, "any checked file")
