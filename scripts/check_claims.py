@@ -377,10 +377,37 @@ TORCH_LINKS = ("unlimited", "10gbit", "1gbit", "300mbit")
 TORCH_MODELS = {"vgg16": "VGG-16", "resnet50": "ResNet-50", "transformer": "Transformer"}
 
 
-def _grouped(models, links, path):
-    """Rows per model and link, the model named on its first row only."""
-    return [((TORCH_MODELS[m] if k == 0 else "", l), path(m), {"model": m, "link": l})
-            for m in models for k, l in enumerate(links)]
+def _grouped(groups, links, path):
+    """Rows per group (its label, the fields its runs match) and link, the label on the group's
+    first row only; path(fields, link) names the results.json."""
+    return [((label if k == 0 else "", l), path(match, l), {**match, "link": l})
+            for label, match in groups for k, l in enumerate(links)]
+
+
+def _models(*models):
+    """gradsync.torch's models as _grouped's groups."""
+    return [(TORCH_MODELS[m], {"model": m}) for m in models]
+
+
+def _torch_auto_table() -> str:
+    """gradsync.torch's slicing "auto" against P3 and DDP on 2 nodes, with what auto chose."""
+    d = lambda sub: f"{TORCH}/{sub}/results.json"
+    cols = [("compute", None), ("ddp", None), ("p3", "ddp"), ("auto", "ddp")]
+    rows = [(("VGG-16", "unlimited"), d("2026-11-27-n2/vgg16-auto"), {"link": "unlimited"}),
+            (("", "unlimited, again"), d("2026-11-27-n2/auto-fast"), {"model": "vgg16", "link": "unlimited"}),
+            (("", "10gbit"), d("2026-11-27-n2/vgg16-auto"), {"link": "10gbit"}),
+            (("", "10gbit, again"), d("2026-11-27-n2/auto-fast"), {"model": "vgg16", "link": "10gbit"}),
+            (("", "1gbit"), d("2026-11-27-n2/vgg16-auto"), {"link": "1gbit"}),
+            (("", "300mbit (DDP: the first run's)"), d("2026-11-27-n2/vgg16-300mbit-b"), {"link": "300mbit"},
+             {"ddp": d("2026-11-27-n2/vgg16-300mbit")})]
+    rows += _grouped(_models("resnet50", "transformer"), ("unlimited", "10gbit"), lambda m, l: d("2026-11-27-n2/auto-fast"))
+    table = runs_table(["model", "link", "compute only", "DDP", "P3 fp32", "auto"], rows, cols, 3)
+    lines = table.split("\n")
+    lines[0] += " auto chose (units per iteration) |"
+    lines[1] += "---|"
+    for k, (labels, p, match, *_) in enumerate(rows):
+        lines[k + 2] += f" {_auto_choice(p, **match)} |"
+    return "\n".join(lines)
 
 
 def gen_torch_table(name: str) -> str:
@@ -391,8 +418,8 @@ def gen_torch_table(name: str) -> str:
                  ("p3-fp16", "ddp-fp16"), ("p3-qsgd8", None)]
     hooks_cols = full_cols[:1] + [("hooks", "compute")] + full_cols[1:]
     if name == "n2-first":
-        return runs_table(["model", "link"] + full, _grouped(("resnet50", "transformer"), TORCH_LINKS,
-                                                          lambda m: d(f"2026-11-26-n2/{m}")), full_cols, 2)
+        return runs_table(["model", "link"] + full, _grouped(_models("resnet50", "transformer"), TORCH_LINKS,
+                                                          lambda m, l: d(f"2026-11-26-n2/{m['model']}")), full_cols, 2)
     if name == "n2-vgg16":
         return runs_table(["link"] + full, [((l,), d("2026-11-27-n2/vgg16"), {"link": l}) for l in ("unlimited", "1gbit")],
                           full_cols, 2)
@@ -403,30 +430,15 @@ def gen_torch_table(name: str) -> str:
         return runs_table(head, [(("first",), d(f"2026-11-27-n2/vgg16-{link}"), {"link": link}),
                                  ((second,), d(f"2026-11-27-n2/vgg16-{link}-b"), {"link": link})], hooks_cols, 3)
     if name == "n2-auto":
-        cols = [("compute", None), ("ddp", None), ("p3", "ddp"), ("auto", "ddp")]
-        rows = [(("VGG-16", "unlimited"), d("2026-11-27-n2/vgg16-auto"), {"link": "unlimited"}),
-                (("", "unlimited, again"), d("2026-11-27-n2/auto-fast"), {"model": "vgg16", "link": "unlimited"}),
-                (("", "10gbit"), d("2026-11-27-n2/vgg16-auto"), {"link": "10gbit"}),
-                (("", "10gbit, again"), d("2026-11-27-n2/auto-fast"), {"model": "vgg16", "link": "10gbit"}),
-                (("", "1gbit"), d("2026-11-27-n2/vgg16-auto"), {"link": "1gbit"}),
-                (("", "300mbit (DDP: the first run's)"), d("2026-11-27-n2/vgg16-300mbit-b"), {"link": "300mbit"},
-                 {"ddp": d("2026-11-27-n2/vgg16-300mbit")})]
-        rows += _grouped(("resnet50", "transformer"), ("unlimited", "10gbit"), lambda m: d("2026-11-27-n2/auto-fast"))
-        table = runs_table(["model", "link", "compute only", "DDP", "P3 fp32", "auto"], rows, cols, 3)
-        lines = table.split("\n")
-        lines[0] += " auto chose (units per iteration) |"
-        lines[1] += "---|"
-        for k, (labels, p, match, *_) in enumerate(rows):
-            lines[k + 2] += f" {_auto_choice(p, **match)} |"
-        return "\n".join(lines)
+        return _torch_auto_table()
     if name == "n4-resnet50":
         cols = [("compute", None), ("ddp", None), ("ddp-fp16", None), ("p3", "ddp"), ("auto", "ddp"), ("p3-fp16", "ddp-fp16")]
         return runs_table(["model", "link", "compute only", "DDP", "DDP fp16 hook", "P3 fp32", "auto",
-                           "P3 fp16 (x DDP fp16)"], _grouped(("resnet50",), ("1gbit",), lambda m: d("2026-11-27-n4/resnet50-1gbit")), cols, 3)
+                           "P3 fp16 (x DDP fp16)"], _grouped(_models("resnet50"), ("1gbit",), lambda m, l: d("2026-11-27-n4/resnet50-1gbit")), cols, 3)
     if name == "n4-fast":
         cols = [("compute", None), ("ddp", None), ("p3", "ddp"), ("auto", "ddp")]
         return runs_table(["model", "link", "compute only", "DDP", "P3 fp32", "auto"],
-                          _grouped(("resnet50", "transformer"), ("unlimited", "10gbit"), lambda m: d("2026-11-27-n4/fast")), cols, 3)
+                          _grouped(_models("resnet50", "transformer"), ("unlimited", "10gbit"), lambda m, l: d("2026-11-27-n4/fast")), cols, 3)
     if name == "n4-vgg16":
         cols = full_cols[:5] + [("auto", "ddp")] + full_cols[5:]
         return runs_table(["link"] + full[:5] + ["auto"] + full[5:],
@@ -449,32 +461,59 @@ def _e2e_ab(before: str, after: str, policy: str, name: str = "iteration_s"):
                                        for d in (before, after))
 
 
+def _e2e_group(model: str, nodes: int) -> tuple[str, dict]:
+    """A model on a node count as _grouped's group."""
+    return f"{E2E_MODELS[model]}, {nodes}", {"model": model}
+
+
+def _e2e_default_table() -> str:
+    """gradsync-train with no policy flag against P3 and DDP (issue 31's default chooses per link)."""
+    r = lambda sub: f"{E2E}/{sub}/results.json"
+    d = lambda sub: r(f"2026-11-27-default/{sub}")
+    rows = _grouped([_e2e_group("vgg11", 2)], E2E_LINKS, lambda m, l: d("default-n2"))
+    rows += _grouped([_e2e_group("vgg11", 4)], E2E_LINKS, lambda m, l: d("default-n4"))
+    rows += _grouped([_e2e_group("resnet20", 2)], E2E_LINKS, lambda m, l: d("r20-n2"))
+    rows += [(("", f"300mbit, run {k + 2}"), d(f"r20-n2-300-{k + 1}"), {"model": "resnet20", "link": "300mbit"})
+             for k in range(2)]
+    rows += _grouped([_e2e_group("resnet20", 4)], E2E_LINKS,
+                     lambda m, l: d("r20-n4-b" if l in ("unlimited", "300mbit") else "r20-n4-a"))
+    cols = [("compute", None), ("ddp-compute", None), ("default", "ddp"), ("p3", "ddp"), ("ddp", None)]
+    return runs_table(["model, nodes", "link", "compute only", "DDP compute only", "default", "P3 `fixed:40000`", "DDP"],
+                      rows, cols, 3, key="policy")
+
+
+def _e2e_lossy_table() -> str:
+    """Time to 0.85 accuracy of the lossy codecs against DDP + PowerSGD."""
+    r = lambda sub: f"{E2E}/{sub}/results.json"
+    p = r("2026-11-27-lossy")
+    labels = {"p3-ef-qsgd4": "P3 + ef-qsgd4 (error-feedback QSGD, 4 bits)",
+              "p3-onebit": "P3 + onebit (1-bit SGD, error feedback)", "ddp-powersgd": "DDP + PowerSGD (rank 4)"}
+    fastest = min(field(p, "seconds_to_accuracy", policy=x) for x in labels)
+    out = ["| run | iteration (s) | node 0 sends (MB per iteration) | iterations to 0.85 | seconds to 0.85 "
+           "| x fastest | final test accuracy |", "|---|---|---|---|---|---|---|"]
+    for x, label in labels.items():
+        q = run(p, policy=x)
+        out.append(f"| {label} | {q['iteration_s']:.3f} | {q['node0_wire_mb_per_iteration']:.1f} "
+                   f"| {q['iterations_to_accuracy']} | {q['seconds_to_accuracy']:.1f} "
+                   f"| {q['seconds_to_accuracy'] / fastest:.2f} | {q['test_accuracy']:.4f} |")
+    return "\n".join(out)
+
+
 def gen_e2e_table(name: str) -> str:
     """The tables of benchmarks/e2e/README.md, from the sweeps' results.json (report.py)."""
     r = lambda sub: f"{E2E}/{sub}/results.json"
-    def grouped(models_nodes, links, path):
-        return [((f"{E2E_MODELS[m]}, {n}" if k == 0 else "", l), path(m, n), {"model": m, "link": l})
-                for m, n in models_nodes for k, l in enumerate(links)]
     if name == "eq":
         cols = [("compute", None), ("ddp-compute", None), ("p3", "ddp"), ("p3-auto", "ddp"), ("wfbp", "ddp"), ("ddp", None),
                 ("p3-fp16", "ddp-fp16"), ("ddp-fp16", None), _e2e_pair(("p3", "ddp"))]
         head = ["model, nodes", "link", "gradsync compute only", "DDP compute only", "P3 (default)", "P3 auto", "WFBP", "DDP",
                 "P3 fp16 (x DDP fp16)", "DDP fp16", "overhead P3 / DDP"]
-        rows = grouped([("vgg11", 2), ("resnet20", 2), ("vgg11", 4), ("resnet20", 4)], E2E_LINKS,
-                       lambda m, n: r(f"2026-11-27-eq-n{n}"))
+        rows = [row for n in (2, 4) for m in E2E_MODELS
+                for row in _grouped([_e2e_group(m, n)], E2E_LINKS, lambda f, l: r(f"2026-11-27-eq-n{n}"))]
         return runs_table(head, rows, cols, 3, key="policy")
     if name == "default":
-        d = lambda sub: r(f"2026-11-27-default/{sub}")
-        rows = grouped([("vgg11", 2)], E2E_LINKS, lambda m, n: d("default-n2"))
-        rows += grouped([("vgg11", 4)], E2E_LINKS, lambda m, n: d("default-n4"))
-        rows += grouped([("resnet20", 2)], E2E_LINKS, lambda m, n: d("r20-n2"))
-        rows += [(("", f"300mbit, run {k + 2}"), d(f"r20-n2-300-{k + 1}"), {"model": "resnet20", "link": "300mbit"})
-                 for k in range(2)]
-        rows += [((f"{E2E_MODELS['resnet20']}, 4" if k == 0 else "", l), d("r20-n4-b" if l in ("unlimited", "300mbit") else "r20-n4-a"),
-                  {"model": "resnet20", "link": l}) for k, l in enumerate(E2E_LINKS)]
-        cols = [("compute", None), ("ddp-compute", None), ("default", "ddp"), ("p3", "ddp"), ("ddp", None)]
-        return runs_table(["model, nodes", "link", "compute only", "DDP compute only", "default", "P3 `fixed:40000`", "DDP"],
-                          rows, cols, 3, key="policy")
+        return _e2e_default_table()
+    if name == "lossy":
+        return _e2e_lossy_table()
     if name == "compute":
         rows = [((m, l), r(f"2026-11-27-compute/{m}-n2"), {"model": m, "link": l})
                 for m in E2E_MODELS for l in ("unlimited", "300mbit")]
@@ -492,19 +531,6 @@ def gen_e2e_table(name: str) -> str:
             cols.append(_e2e_ab(before, after, "p3", "busy_s"))
             head.append("busy before / after (s)")
         return runs_table(head, rows, cols, 3, key="policy")
-    if name == "lossy":
-        p = r("2026-11-27-lossy")
-        labels = {"p3-ef-qsgd4": "P3 + ef-qsgd4 (error-feedback QSGD, 4 bits)",
-                  "p3-onebit": "P3 + onebit (1-bit SGD, error feedback)", "ddp-powersgd": "DDP + PowerSGD (rank 4)"}
-        fastest = min(field(p, "seconds_to_accuracy", policy=x) for x in labels)
-        out = ["| run | iteration (s) | node 0 sends (MB per iteration) | iterations to 0.85 | seconds to 0.85 "
-               "| x fastest | final test accuracy |", "|---|---|---|---|---|---|---|"]
-        for x, label in labels.items():
-            q = run(p, policy=x)
-            out.append(f"| {label} | {q['iteration_s']:.3f} | {q['node0_wire_mb_per_iteration']:.1f} "
-                       f"| {q['iterations_to_accuracy']} | {q['seconds_to_accuracy']:.1f} "
-                       f"| {q['seconds_to_accuracy'] / fastest:.2f} | {q['test_accuracy']:.4f} |")
-        return "\n".join(out)
     raise ClaimError(f"no e2e table named {name}")
 
 
