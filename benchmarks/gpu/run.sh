@@ -107,10 +107,13 @@ if [ -x "$build/trainer/gradsync-train" ]; then
   host_rate=$(rate "$logs/gradsync-train_resnet20_fp32.json" 2)
 fi
 torch_rates="" torch_version=""
-if python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
-  step pytorch 300 python3 benchmarks/gpu/pytorch_resnet20.py --models resnet20,vgg11
+# PyTorch with the libraries its wheels carry: a bundle's LD_LIBRARY_PATH (bundle.sh's env.sh) may
+# name another cuDNN, which PyTorch would load in place of its own.
+torch_python=(env -u LD_LIBRARY_PATH python3)
+if "${torch_python[@]}" -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2>/dev/null; then
+  step pytorch 300 "${torch_python[@]}" benchmarks/gpu/pytorch_resnet20.py --models resnet20,vgg11
   torch_rates=$(grep -E '^(resnet20|vgg11) ' "$logs/pytorch.log")  # "model fp32 tf32 amp" lines
-  torch_version=$(python3 -c 'import torch; print(torch.__version__)')
+  torch_version=$("${torch_python[@]}" -c 'import torch; v = torch.backends.cudnn.version(); print(f"{torch.__version__} (cuDNN {v // 10000}.{v // 100 % 100}.{v % 100})")')
 fi
 
 # ---- two ranks on the one GPU (MPI, device codecs), where mpirun and the script exist ----

@@ -73,6 +73,21 @@ bool gemm_form(cudnnConvolutionBwdFilterAlgo_t a) {
          a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
 }
 
+// cuDNN's non-fused Winograd transforms kernels larger than 3x3 with larger tiles, whose fp32
+// rounding strays beyond fp32's precision: on an H200 (cuDNN 9.19) a 5x5 convolution's input
+// gradient came out 8e-4 of its largest value off a double-precision reference in the runs where
+// it was timed fastest (benchmarks/gpu/results/2026-11-28-h200-run5). Fused Winograd takes 3x3
+// kernels only.
+bool coarse_winograd(cudnnConvolutionFwdAlgo_t a, std::size_t k) {
+  return k > 3 && a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+}
+bool coarse_winograd(cudnnConvolutionBwdDataAlgo_t a, std::size_t k) {
+  return k > 3 && a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+}
+bool coarse_winograd(cudnnConvolutionBwdFilterAlgo_t a, std::size_t k) {
+  return k > 3 && a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
+
 void set_4d(cudnnTensorDescriptor_t d, const Shape& shape, std::size_t n, std::size_t c, std::size_t h, std::size_t w) {
   check(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, dim(n, shape), dim(c, shape), dim(h, shape),
                                    dim(w, shape)),
@@ -95,6 +110,7 @@ struct Choice {
 
 struct Convolution::Plan {
   Shape x;
+  std::size_t k = 0;  // the kernel's size
   bool half = false;
   cudnnTensorDescriptor_t x_desc = nullptr, y_desc = nullptr, bias_desc = nullptr;
   cudnnFilterDescriptor_t w_desc = nullptr;
@@ -113,8 +129,9 @@ struct Convolution::Plan {
 
   // Times every algorithm on this shape (cudnnFind*: `find(capacity, &returned, results)`, after
   // `max_count(handle, &capacity)`) and keeps the fastest that succeeded, is deterministic and fits
-  // max_workspace; mixed plans only a GEMM form or fp32 FMA math (gemm_form). fp32 plans stay on
-  // FMA math whatever the result reports; mixed ones take the math type the algorithm was timed with.
+  // max_workspace and is no coarse Winograd; mixed plans only a GEMM form or fp32 FMA math
+  // (gemm_form). fp32 plans stay on FMA math whatever the result reports; mixed ones take the math
+  // type the algorithm was timed with.
   template <class Perf, class Find>
   Choice<decltype(Perf::algo)> choose(const char* what, cudnnStatus_t (*max_count)(cudnnHandle_t, int*),
                                       Find&& find) const {
@@ -126,7 +143,7 @@ struct Convolution::Plan {
     check(find(int(results.size()), &returned, results.data()), what);
     for (int i = 0; i < returned; ++i) {
       const Perf& r = results[std::size_t(i)];
-      const bool exact = !half || gemm_form(r.algo) || r.mathType == CUDNN_FMA_MATH;
+      const bool exact = (!half || gemm_form(r.algo) || r.mathType == CUDNN_FMA_MATH) && !coarse_winograd(r.algo, k);
       if (r.status == CUDNN_STATUS_SUCCESS && r.determinism == CUDNN_DETERMINISTIC && r.memory <= max_workspace && exact)
         return {r.algo, half ? r.mathType : CUDNN_FMA_MATH, r.memory, true};
     }
@@ -153,6 +170,7 @@ Convolution::Plan& Convolution::plan(const Shape& x) {
     if (p->x == x && p->half == half) return *p;
   auto p = std::make_unique<Plan>();
   p->x = x;
+  p->k = k_;
   p->half = half;
   const std::size_t n = x.at(0), h = x.at(2), w = x.at(3);
   const std::size_t oh = (h + 2 * pad_ - k_) / stride_ + 1, ow = (w + 2 * pad_ - k_) / stride_ + 1;
