@@ -3,6 +3,8 @@
 // layer sizes, identically on every rank. Each test case is collective: all ranks run it.
 #include <catch2/catch.hpp>
 
+#include <thread>
+
 #include <gradsync/gradsync.hpp>
 
 #include "support/codec_bound.hpp"
@@ -73,6 +75,34 @@ TEST_CASE("mpi transport: tagged messages, FIFO per tag, timeouts leave nothing 
   t.send(right, 9, big);
   std::vector<std::byte> small(16);
   CHECK_THROWS_WITH(t.recv(left, 9, small), Catch::Contains("longer than the expected 16 bytes"));
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("mpi transport: a receive given up is taken back, so the next message reaches the next receive") {
+  transport::Mpi t(MPI_COMM_WORLD, 5s);
+  const int n = t.size(), r = t.rank(), right = (r + 1) % n, left = (r + n - 1) % n;
+  int got = -1;
+  const auto into = [](int& x) { return std::as_writable_bytes(std::span(&x, 1)); };
+  {  // nothing is sent with tag 10 yet: a wait that times out ...
+    transport::Cancellable c(t, 100ms);
+    CHECK_THROWS_AS(c.recv(left, 10, into(got)), PeerError);
+  }
+  {  // ... and one that another thread cancels
+    transport::Cancellable c(t, 5s);
+    std::thread canceller([&] {
+      std::this_thread::sleep_for(50ms);
+      c.cancel(std::make_exception_ptr(PeerError("cancelled by the test")));
+    });
+    CHECK_THROWS_WITH(c.recv(left, 10, into(got)), "cancelled by the test");
+    canceller.join();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // every rank has given up both before any sends tag 10
+  for (int i = 0; i < 3; ++i) {
+    const int v = r * 10 + i;
+    t.send(right, 10, std::as_bytes(std::span(&v, 1)));
+    CHECK(t.recv(left, 10, into(got)) == sizeof got);  // a receive left posted would have taken it
+    CHECK(got == left * 10 + i);
+  }
   MPI_Barrier(MPI_COMM_WORLD);
 }
 

@@ -47,6 +47,13 @@ class Leaders final : public transport::Transport {
   std::optional<std::size_t> try_recv(int src, transport::Tag tag, std::span<std::byte> out) override {
     return parent_.try_recv(real(src), tag, out);
   }
+  transport::PostedRecv post_recv(int src, transport::Tag tag, std::span<std::byte> out) override {
+    return parent_.post_recv(real(src), tag, out);  // the parent's from here on
+  }
+  std::optional<std::size_t> wait_recv(transport::PostedRecv& r, std::chrono::milliseconds wait) override {
+    return parent_.wait_recv(r, wait);
+  }
+  void unpost_recv(transport::PostedRecv& r) noexcept override { parent_.unpost_recv(r); }
 
  private:
   int real(int leader) const {

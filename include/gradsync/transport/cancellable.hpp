@@ -88,15 +88,16 @@ class Cancellable final : public Transport {
   bool test_sent(SendId id) override { return inner_.test_sent(id); }
   std::optional<std::size_t> recv_for(int src, Tag tag, std::span<std::byte> out,
                                       std::chrono::milliseconds wait) override {
-    const Waiting waiting(*this, src);
-    const auto deadline = std::chrono::steady_clock::now() + wait;
-    for (;;) {
-      throw_if_cancelled();
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (auto n = inner_.recv_for(src, tag, out, std::clamp(left, std::chrono::milliseconds(0), slice))) return n;
-      if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-    }
+    return in_slices(src, wait, [&](std::chrono::milliseconds w) { return inner_.recv_for(src, tag, out, w); });
   }
+  PostedRecv post_recv(int src, Tag tag, std::span<std::byte> out) override {
+    throw_if_cancelled();
+    return inner_.post_recv(src, tag, out);
+  }
+  std::optional<std::size_t> wait_recv(PostedRecv& r, std::chrono::milliseconds wait) override {
+    return in_slices(r.src, wait, [&](std::chrono::milliseconds w) { return inner_.wait_recv(r, w); });
+  }
+  void unpost_recv(PostedRecv& r) noexcept override { inner_.unpost_recv(r); }
   std::optional<std::size_t> try_recv(int src, Tag tag, std::span<std::byte> out) override {
     throw_if_cancelled();
     return inner_.try_recv(src, tag, out);
@@ -154,6 +155,19 @@ class Cancellable final : public Transport {
     *it = in_flight_.back();
     in_flight_.pop_back();
     return s;
+  }
+  /// Waits up to `wait` for a message from `src` by calling receive(w) with waits of a slice at
+  /// most, so a cancel() ends it within a slice.
+  template <class Receive>
+  std::optional<std::size_t> in_slices(int src, std::chrono::milliseconds wait, Receive&& receive) {
+    const Waiting waiting(*this, src);
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    for (;;) {
+      throw_if_cancelled();
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (auto n = receive(std::clamp(left, std::chrono::milliseconds(0), slice))) return n;
+      if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    }
   }
   void throw_if_cancelled() const {
     if (!cancelled_.load()) return;

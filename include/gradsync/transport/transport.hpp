@@ -15,6 +15,14 @@ namespace gradsync::transport {
 
 using Tag = std::uint32_t;
 
+/// A receive the caller waits on until its message comes (see Transport::post_recv).
+struct PostedRecv {
+  int src = 0;
+  Tag tag = 0;
+  std::span<std::byte> out;
+  std::uint64_t handle = 0;  ///< the transport's own; 0 while nothing is posted
+};
+
 /// A block of tags one layer of gradsync picks its control messages' tags from.
 struct TagRange {
   Tag first;
@@ -91,9 +99,31 @@ class Transport {
     return recv_for(src, tag, out, std::chrono::milliseconds(0));
   }
 
-  /// recv_for with the transport's timeout; a silent peer becomes a PeerError naming it.
+  /// Starts a receive into `out` for a caller that waits for it (wait_recv) until it comes or the
+  /// caller gives up (unpost_recv): `out` is the transport's until then. A transport that can
+  /// (Mpi) posts it at once, so the payload lands in `out` as it arrives rather than waiting as
+  /// an unexpected message to be copied later; this default posts nothing and wait_recv receives.
+  virtual PostedRecv post_recv(int src, Tag tag, std::span<std::byte> out) {
+    check_peer(src);
+    return {src, tag, out};
+  }
+  /// Waits at most `wait` for a posted receive; its size once it came (then it is over).
+  virtual std::optional<std::size_t> wait_recv(PostedRecv& r, std::chrono::milliseconds wait) {
+    return recv_for(r.src, r.tag, r.out, wait);
+  }
+  /// Takes back a posted receive that did not come (its caller stops waiting); `out` is the
+  /// caller's again.
+  virtual void unpost_recv(PostedRecv& r) noexcept { (void)r; }
+
+  /// Receives the next message from `src` with `tag`, waiting up to the transport's timeout (a
+  /// posted receive: the data path's); a silent peer becomes a PeerError naming it.
   std::size_t recv(int src, Tag tag, std::span<std::byte> out) {
-    if (auto n = recv_for(src, tag, out, timeout())) return *n;
+    struct Posted {  // taken back on every way out but its arrival
+      Transport& t;
+      PostedRecv r;
+      ~Posted() { t.unpost_recv(r); }
+    } posted{*this, post_recv(src, tag, out)};
+    if (auto n = wait_recv(posted.r, timeout())) return *n;
     throw silent_peer(src, tag);
   }
   /// The error for rank `peer` sending nothing with `tag` (or, `taking`, not taking a message of
