@@ -27,10 +27,10 @@
 /// deadline, so a dead or silent peer becomes a PeerError after `timeout` instead of a hang.
 /// `recv` (the data path: a caller that waits until its message comes) posts MPI_Irecv into the
 /// caller's buffer at once, so a message that arrives later lands there directly (received after
-/// a probe, Open MPI first holds an eager message as unexpected and copies it again: 25-30% more
-/// CPU per byte for 80 kB messages over TCP, benchmarks/transport); the receive is cancelled only
-/// when the caller gives up, which ends the job (Open MPI 4.1 can lose a message that matches a
-/// receive being cancelled). recv_for and try_recv, whose callers poll with short waits, probe
+/// a probe, Open MPI first holds an eager message as unexpected and copies it again: about 1.4x
+/// the CPU per byte for 80 kB messages over TCP, benchmarks/transport/README.md); the receive is
+/// cancelled only when the caller gives up, which ends the job (Open MPI 4.1 can lose a message
+/// that matches a receive being cancelled). recv_for and try_recv, whose callers poll with short waits, probe
 /// (MPI_Improbe) before they post, so a wait that times out cancels nothing.
 /// `send` copies into a pooled buffer and returns (buffered semantics, no allocation once the
 /// pool is warm); `send_async` sends straight from the caller's span, so the ring's fp32 segments
