@@ -3,19 +3,24 @@
 // initialization, optimizer, schedule and data) each train for an epoch on Fashion-MNIST and are
 // tested on the whole test set. Each run is one line of OUT/results.jsonl (side, model, seed, test
 // accuracy and loss, training seconds, the machine, the commit, the compiler or torch's version),
-// its per-iteration training losses OUT/losses/MODEL-seedS-SIDE.txt; accuracy_report.py then
+// its per-iteration training losses OUT/losses/MODEL-seedS-SIDE[-same-start].txt; accuracy_report.py then
 // writes OUT/table.md from every line in the folder (runs may be added in several invocations).
 //
 //   trainer_vs_pytorch --accuracy [--models resnet20,vgg11,alexnet-bn,lstm] [--seeds 1,2,3]
 //                      [--epochs 1 | --iterations N] [--batch 64] [--lr 0.1] [--schedule cosine]
 //                      [--warmup 0] [--momentum 0.9] [--wd 5e-4] [--width 1] [--threads 2]
-//                      [--sides trainer,pytorch] [--same-start] [--python python3] [--out DIR]
-//                      [--data-dir DIR]
+//                      [--sides trainer,pytorch] [--same-start | --paired-step K] [--python python3]
+//                      [--out DIR] [--data-dir DIR]
 //
 // --same-start: the PyTorch side starts from the trainer's initial weights and takes the trainer's
-// data order (written to OUT/start/MODEL-seedS/), so the two differ only in their arithmetic and
-// dropout's draws: a paired comparison, for finding where the two part (the issue 43 diagnosis).
+// data order (written to a temporary folder). Not a paired comparison of accuracies: fp32 rounding
+// alone moves a run off its path within a few iterations (PyTorch fp32 against fp64 from the same
+// start: 2% apart in weights after 5), so a same-start run is one more sample, not a twin.
+// --paired-step K: instead of the accuracy runs, the trainer's first K iterations and PyTorch's
+// step from the trainer's state before the last of them (paired_step.cpp, paired_step.py), a line
+// per model and seed into OUT/paired_step.jsonl: where the two steps differ, beyond fp32 rounding.
 #include "accuracy.hpp"
+#include "paired_step.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,9 +28,12 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -44,7 +52,7 @@ struct Options {
   std::vector<std::string> models{"resnet20", "vgg11", "alexnet-bn", "lstm"};
   std::vector<std::string> seeds{"1", "2", "3"};
   std::vector<std::string> sides{"trainer", "pytorch"};
-  std::size_t epochs = 1, iterations = 0, batch = 64;
+  std::size_t epochs = 1, iterations = 0, batch = 64, paired_step = 0;
   std::string lr = "0.1", schedule = "cosine", warmup = "0", momentum = "0.9", wd = "5e-4", width = "1";
   int threads = 2;
   bool same_start = false;
@@ -76,6 +84,7 @@ Options parse(int argc, char** argv) {
     else if (k == "--sides") o.sides = split(v);
     else if (k == "--epochs") o.epochs = std::stoul(v);
     else if (k == "--iterations") o.iterations = std::stoul(v);
+    else if (k == "--paired-step") o.paired_step = std::stoul(v);
     else if (k == "--batch") o.batch = std::stoul(v);
     else if (k == "--lr") o.lr = v;
     else if (k == "--schedule") o.schedule = v;
@@ -184,7 +193,6 @@ void write_losses(const std::string& path, const std::vector<float>& losses) {
 /// The trainer's initial weights (forward order, with names, shapes and decay flags) and the
 /// orders of the epochs the run takes, for accuracy.py --start.
 void write_start(const std::string& dir, const TrainConfig& c, std::size_t epochs) {
-  mkdir(dir.c_str(), 0755);
   auto model = make_model(c.model);
   model->initialize(c.seed);
   std::ofstream values(dir + "/weights.f32", std::ios::binary), meta(dir + "/weights.json");
@@ -223,22 +231,64 @@ std::string run_trainer(const Options& o, const std::string& model, const std::s
   return std::string(line) + trainer_context() + "}";
 }
 
-std::string run_pytorch(const Options& o, const std::string& model, const std::string& seed) {
-  std::string cmd = o.python + " " + GRADSYNC_ACCURACY_SCRIPT + " --model " + model + " --seed " + seed +
-                    " --batch " + std::to_string(o.batch) + " --lr " + o.lr + " --schedule " + o.schedule +
-                    " --warmup " + o.warmup + " --momentum " + o.momentum + " --wd " + o.wd + " --width " + o.width +
-                    " --threads " + std::to_string(o.threads) + " --data-dir '" + o.data_dir + "'" +
-                    " --losses '" + o.out + "/losses/" + model + "-seed" + seed + "-pytorch.txt'";
-  cmd += o.iterations ? " --iterations " + std::to_string(o.iterations) : " --epochs " + std::to_string(o.epochs);
-  if (o.same_start) {
-    const std::string dir = o.out + "/start/" + model + "-seed" + seed;
-    const std::size_t bpe = 60000 / o.batch;
-    write_start(dir, config(o, model, std::stoull(seed)), o.iterations ? (o.iterations + bpe - 1) / bpe : o.epochs);
-    cmd += " --start '" + dir + "'";
+/// The recipe as accuracy.py and paired_step.py take it.
+std::string recipe_args(const Options& o, const std::string& model, const std::string& seed) {
+  return " --model " + model + " --seed " + seed + " --batch " + std::to_string(o.batch) + " --lr " + o.lr +
+         " --schedule " + o.schedule + " --warmup " + o.warmup + " --momentum " + o.momentum + " --wd " + o.wd +
+         " --width " + o.width + " --threads " + std::to_string(o.threads) + " --data-dir '" + o.data_dir + "'" +
+         (o.iterations ? " --iterations " + std::to_string(o.iterations) : " --epochs " + std::to_string(o.epochs));
+}
+
+/// A folder of its own under /tmp while it lives: the trainer's start and states for PyTorch.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char dir[] = "/tmp/trainer_vs_pytorch.XXXXXX";
+    if (!mkdtemp(dir)) throw std::runtime_error("cannot make a temporary folder");
+    path = dir;
   }
-  const std::string out = trimmed(run_command(cmd));
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+std::string last_line(const std::string& output) {
+  const std::string out = trimmed(output);
   const std::size_t line = out.rfind('\n');
   return out.empty() ? "" : out.substr(line == std::string::npos ? 0 : line + 1);
+}
+
+std::string run_pytorch(const Options& o, const std::string& model, const std::string& seed) {
+  std::string cmd = o.python + " " + GRADSYNC_ACCURACY_SCRIPT + recipe_args(o, model, seed) + " --losses '" + o.out +
+                    "/losses/" + model + "-seed" + seed + "-pytorch" + (o.same_start ? "-same-start" : "") + ".txt'";
+  std::optional<TempDir> start;
+  if (o.same_start) {
+    start.emplace();
+    const std::size_t bpe = 60000 / o.batch;
+    write_start(start->path, config(o, model, std::stoull(seed)),
+                o.iterations ? (o.iterations + bpe - 1) / bpe : o.epochs);
+    cmd += " --start '" + start->path + "'";
+  }
+  return last_line(run_command(cmd));
+}
+
+/// --paired-step K: the trainer's first K iterations (run_paired_step), then paired_step.py takes
+/// the last of them in PyTorch from the trainer's state and reruns the K from its start.
+std::string run_paired(const Options& o, const std::string& model, const std::string& seed) {
+  const TempDir dir;
+  const TrainConfig c = config(o, model, std::stoull(seed));
+  write_start(dir.path, c, 1);
+  const PairedStep trainer = run_paired_step(c, o.paired_step, dir.path);
+  const std::string line =
+      last_line(run_command(o.python + " " + GRADSYNC_PAIRED_STEP_SCRIPT + recipe_args(o, model, seed) + " --start '" +
+                            dir.path + "' --steps " + std::to_string(o.paired_step)));
+  if (line.empty() || line.back() != '}') return "";
+  char extra[256];
+  std::snprintf(extra, sizeof extra,
+                ", \"direct_vs_train_max_abs\": %.3g, \"trainer_test_accuracy\": %.4f, \"trainer_test_loss\": %.6f, "
+                "\"compiler\": %s}",
+                trainer.direct_vs_train, trainer.test.accuracy, trainer.test.loss, json_string(__VERSION__).c_str());
+  return line.substr(0, line.size() - 1) + extra;
 }
 
 // The figure after "key": in a results line (our own lines and accuracy.py's).
@@ -247,6 +297,31 @@ std::string field(const std::string& line, const std::string& key) {
   if (at == std::string::npos) return "-";
   const std::size_t from = at + key.size() + 4;
   return line.substr(from, line.find_first_of(",}", from) - from);
+}
+
+/// --paired-step: a line per model and seed into OUT/paired_step.jsonl, instead of the accuracy runs.
+int paired_main(const Options& o) {
+  mkdir(o.out.c_str(), 0755);
+  std::ofstream results(o.out + "/paired_step.jsonl", std::ios::app);
+  int failed = 0;
+  for (const auto& model : o.models)
+    for (const auto& seed : o.seeds) {
+      std::string line;
+      try {
+        line = run_paired(o, model, seed);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s seed %s: %s\n", model.c_str(), seed.c_str(), e.what());
+      }
+      if (line.empty()) {
+        std::fprintf(stderr, "note: %s seed %s: the paired step failed\n", model.c_str(), seed.c_str());
+        ++failed;
+        continue;
+      }
+      results << line << "\n" << std::flush;
+      std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
+    }
+  return failed ? 1 : 0;
 }
 
 }  // namespace
@@ -259,9 +334,9 @@ int accuracy_main(int argc, char** argv) {
     std::fprintf(stderr, "trainer_vs_pytorch --accuracy: %s\n", e.what());
     return 2;
   }
+  if (o.paired_step) return paired_main(o);
   mkdir(o.out.c_str(), 0755);
   mkdir((o.out + "/losses").c_str(), 0755);
-  if (o.same_start) mkdir((o.out + "/start").c_str(), 0755);
   std::ofstream results(o.out + "/results.jsonl", std::ios::app);
   std::printf("%-10s %5s %-8s %9s %9s %10s\n", "model", "seed", "side", "accuracy", "loss", "seconds");
   int failed = 0;
