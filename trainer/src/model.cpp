@@ -29,9 +29,23 @@ std::size_t Model::parameter_count() const {
   return n;
 }
 
+namespace {
+// splitmix64's finalizer: a bijection that scatters nearby inputs over all 64 bits.
+std::uint64_t mix64(std::uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+}  // namespace
+
 void Model::initialize(std::uint64_t seed) {
   for (auto* p : params_) {
-    const std::uint64_t key = seed * 0x9E3779B97F4A7C15ull + p->index * 0xD1B54A32D192ED03ull + 1;
+    // The generator (kernels.hpp hash_uniform) hashes key + 0x9E3779B97F4A7C15 * (counter + 1): a
+    // key that moved by that constant per seed made seed s + 1 draw seed s's numbers one counter on
+    // (a uniform tensor was its predecessor shifted by one element). Hashed keys start every
+    // (seed, tensor) stream at an unrelated point.
+    const std::uint64_t key = mix64(mix64(seed) ^ (p->index * 0xD1B54A32D192ED03ull + 1));
     const std::size_t n = p->value.size();
     switch (p->init) {
       case Param::Init::zeros: p->value.fill(0.0f); break;

@@ -29,8 +29,9 @@ class Model {
   const std::vector<Param*>& params() const { return params_; }
   std::vector<Tensor*> buffers() const;
   std::size_t parameter_count() const;
-  /// Fills every parameter from its init rule with a counter-based generator keyed by (seed, index):
-  /// every replica built with the same seed starts bit-identical.
+  /// Fills every parameter from its init rule with a counter-based generator keyed by a hash of
+  /// (seed, index): every replica built with the same seed starts bit-identical, and different seeds
+  /// draw unrelated numbers.
   void initialize(std::uint64_t seed);
   /// (name, elements) per parameter tensor, forward order: what the synchronizer's layout needs.
   std::vector<std::pair<std::string, std::size_t>> layout() const;
