@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
         }
       error[rank] = std::sqrt(diff / norm);
     });
-    const bool lossless = policies.codec.lossless();
+    const bool lossless = policies.codec.traits().lossless;
     std::printf("%s: relative error of the mean %.2e on rank 0\n", described.c_str(), error[0]);
     for (double e : error)
       example::check(lossless ? e < 1e-6 : e < 0.5, "every rank got the mean (within the codec's error)");

@@ -46,7 +46,7 @@ template <class C>
 void bench_encode(benchmark::State& state, C codec) {
   const auto& g = gradient();
   std::vector<std::byte> wire(codec.encoded_bytes(n));
-  std::vector<float> residual(codec.needs_residual() ? n : 0);  // the real use: error feedback on
+  std::vector<float> residual(codec.traits().needs_residual ? n : 0);  // the real use: error feedback on
   std::uint64_t it = 0;
   for (auto _ : state) {
     codec.encode(g, wire, {.seed = 1, .iteration = it++, .residual = residual});

@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
         for (const std::string& coll_name : cfg.collectives) {
           const gs::codec::AnyCodec codec = gs::codec::AnyCodec::parse(codec_name);
           const bool mpi_only = coll_name == "mpi_allreduce" || coll_name == "mpi";
-          if (mpi_only && (cfg.link || !codec.lossless())) continue;
+          if (mpi_only && (cfg.link || !codec.traits().lossless)) continue;
           std::optional<gs::collective::AnyCollective> coll;
           if (coll_name != "mpi_allreduce") coll = gs::collective::AnyCollective::parse(coll_name);
           const std::string name =

@@ -84,7 +84,7 @@ Buffers& buffers() {
 
 std::span<const float> grad(const Set& s) { return {s.grad, n}; }
 std::span<float> acc(const Set& s) { return {s.acc, n}; }
-std::span<float> residual(const Set& s, const gc::AnyCodec& c) { return {s.residual, c.needs_residual() ? n : 0}; }
+std::span<float> residual(const Set& s, const gc::AnyCodec& c) { return {s.residual, c.traits().needs_residual ? n : 0}; }
 
 /// One timed iteration = `body(set)` on every set, between two events on the stream.
 template <class F>
@@ -120,7 +120,7 @@ std::vector<T> to_host(const T* p, std::size_t count) {
 const char* differs_from_host(const gc::AnyCodec& c) {
   auto& b = buffers();
   const Set& s = b.set[0];
-  std::vector<float> host_residual(c.needs_residual() ? n : 0, 0.0f);
+  std::vector<float> host_residual(c.traits().needs_residual ? n : 0, 0.0f);
   std::vector<std::byte> host(c.encoded_bytes(n));
   host.resize(c.encode(b.host_grad, host, {.seed = 2, .residual = host_residual}));
   check(cudaMemsetAsync(s.residual, 0, n * 4, b.stream), "cudaMemsetAsync");

@@ -8,7 +8,7 @@ using gradsync::ConfigError;
 
 TEST_CASE("AnyCodec parses every codec and its options", "[codec][any]") {
   CHECK(AnyCodec::parse("fp32").name() == "fp32");
-  CHECK(AnyCodec::parse("fp32").lossless());
+  CHECK(AnyCodec::parse("fp32").traits().lossless);
   CHECK(AnyCodec::parse("bf16").name() == "bf16");
   for (auto [spec, name] : {std::pair{"qsgd2", "qsgd2"}, {"qsgd4", "qsgd4"}, {"qsgd8", "qsgd8"}, {"qsgd16", "qsgd16"},
                             {"onebit", "onebit"}, {"topk", "topk"}, {"ef+qsgd8", "ef+qsgd8"}, {"ef+bf16", "ef+bf16"}})
@@ -24,7 +24,24 @@ TEST_CASE("AnyCodec parses every codec and its options", "[codec][any]") {
   CHECK(std::get<OneBit>(AnyCodec::parse("onebit:bucket=128").variant()).bucket == 128);
   const auto ef = std::get<ErrorFeedback<Qsgd<2>>>(AnyCodec::parse("ef+qsgd2:bucket=256").variant());
   CHECK(ef.inner.bucket == 256);
-  CHECK(AnyCodec::parse("onebit").needs_residual());
+  CHECK(AnyCodec::parse("onebit").traits().needs_residual);
+}
+
+TEST_CASE("AnyCodec answers with the chosen codec's declared traits", "[codec][any]") {
+  struct Case {
+    const char* spec;
+    bool lossless, residual;
+  };
+  for (const Case c : {Case{"fp32", true, false}, {"fp16", false, false}, {"bf16", false, false}, {"qsgd4", false, false},
+                       {"onebit", false, true}, {"topk", false, true}, {"ef+fp16", false, true}, {"ef+qsgd8", false, true}}) {
+    INFO(c.spec);
+    const Traits t = AnyCodec::parse(c.spec).traits();
+    CHECK(t.lossless == c.lossless);
+    CHECK(t.needs_residual == c.residual);
+  }
+  static_assert(static_lossless<Identity> == true && static_lossless<Qsgd<8>> == false);
+  static_assert(!static_lossless<AnyCodec>.has_value(), "a runtime codec's traits are known only at run time");
+  static_assert(ErrorFeedback<Half>{}.traits().needs_residual && !Half{}.traits().needs_residual);
 }
 
 TEST_CASE("AnyCodec rejects malformed strings with the string and the valid choices", "[codec][any]") {

@@ -61,21 +61,21 @@ TEST_CASE("the automatic threshold on small and uniform models compresses everyt
   CHECK(fp32_elements(ties, bypass_threshold(ties, bypass_auto)) == 0);
 }
 
-TEST_CASE("an explicit bypass is used as given - codecs report their knob", "[codec][bypass]") {
+TEST_CASE("an explicit bypass is used as given - codecs report their knob in their traits", "[codec][bypass]") {
   const std::vector<std::size_t> sizes{10, 100, 1000};
   CHECK(bypass_threshold(sizes, 0) == 0);
   CHECK(bypass_threshold(sizes, 101) == 101);
-  CHECK(bypass_below(AnyCodec::parse("qsgd8")) == bypass_auto);
-  CHECK(bypass_below(AnyCodec::parse("qsgd8:bypass=77")) == 77);
-  CHECK(bypass_below(AnyCodec::parse("ef+qsgd4:bypass=9")) == 9);
-  CHECK(bypass_below(AnyCodec::parse("onebit:bypass=auto")) == bypass_auto);
-  CHECK(bypass_below(AnyCodec::parse("fp16")) == 0);
-  CHECK(bypass_below(AnyCodec::parse("fp32")) == 0);
-  CHECK(grain(AnyCodec::parse("qsgd8:bucket=1024")) == 1024);
-  CHECK(grain(AnyCodec::parse("ef+qsgd2")) == 128);
-  CHECK(grain(AnyCodec::parse("onebit")) == 64);
-  CHECK(grain(AnyCodec::parse("topk")) == 1);
-  CHECK(grain(AnyCodec::parse("fp32")) == 1);
+  CHECK(AnyCodec::parse("qsgd8").traits().bypass_below == bypass_auto);
+  CHECK(AnyCodec::parse("qsgd8:bypass=77").traits().bypass_below == 77);
+  CHECK(AnyCodec::parse("ef+qsgd4:bypass=9").traits().bypass_below == 9);
+  CHECK(AnyCodec::parse("onebit:bypass=auto").traits().bypass_below == bypass_auto);
+  CHECK(AnyCodec::parse("fp16").traits().bypass_below == 0);
+  CHECK(AnyCodec::parse("fp32").traits().bypass_below == 0);
+  CHECK(AnyCodec::parse("qsgd8:bucket=1024").traits().grain == 1024);
+  CHECK(AnyCodec::parse("ef+qsgd2").traits().grain == 128);
+  CHECK(AnyCodec::parse("onebit").traits().grain == 64);
+  CHECK(AnyCodec::parse("topk").traits().grain == 1);
+  CHECK(AnyCodec::parse("fp32").traits().grain == 1);
 }
 
 TEST_CASE("a codec encodes every message, however small: the bypass is the Synchronizer's, per tensor", "[codec][bypass]") {

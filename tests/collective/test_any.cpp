@@ -27,6 +27,29 @@ TEST_CASE("collective names parse with their knobs, and bad ones are rejected wi
 #endif
 }
 
+TEST_CASE("AnyCollective answers with the chosen collective's declared traits") {
+  using collective::AnyCollective;
+  for (const char* through : {"ring", "ps", "reduce-broadcast", "hierarchical:2", "hybrid"}) {
+    INFO(through);
+    const collective::Traits t = AnyCollective::parse(through).traits();
+    CHECK(t.through_codec);
+    CHECK_FALSE(t.needs_lossless_codec);
+    CHECK_FALSE(t.holds_back);
+    CHECK_FALSE(t.device_memory);
+  }
+  const collective::Traits dgt = AnyCollective::parse("dgt").traits();
+  CHECK(dgt.needs_lossless_codec);
+  CHECK(dgt.holds_back);
+  CHECK_FALSE(dgt.through_codec);
+  CHECK(dgt.lossless_because == "sends its blocks as raw fp32");
+  static_assert(collective::static_traits<collective::Ring>->through_codec);
+  static_assert(!collective::static_traits<AnyCollective>.has_value(), "known only at run time");
+  REQUIRE_THROWS_WITH(collective::check_accepts(AnyCollective::parse("dgt"), codec::AnyCodec::parse("qsgd8")),
+                      Catch::Contains("collective 'dgt' sends its blocks as raw fp32 and needs a lossless codec"));
+  collective::check_accepts(AnyCollective::parse("dgt"), codec::AnyCodec::parse("fp32"));
+  collective::check_accepts(AnyCollective::parse("ring"), codec::AnyCodec::parse("qsgd8"));
+}
+
 TEST_CASE("ranks that differ in a collective's knobs fail the handshake, naming them") {
   const auto fails = [](const char* a, const char* b) {
     return testing::run_ranks<int>(2, [&](int r, transport::Transport& t) {

@@ -75,5 +75,5 @@ TEST_CASE("collective 'gloo': a rank that stops synchronizing is a PeerError, no
 TEST_CASE("collective 'gloo' parses with and without an interface") {
   CHECK(std::get<collective::GlooNative>(collective::AnyCollective::parse("gloo").policy).iface.empty());
   CHECK(std::get<collective::GlooNative>(collective::AnyCollective::parse("gloo:eth0").policy).iface == "eth0");
-  CHECK(collective::AnyCollective::parse("gloo:eth0").needs_lossless_codec());
+  CHECK(collective::AnyCollective::parse("gloo:eth0").traits().needs_lossless_codec);
 }

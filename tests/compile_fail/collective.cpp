@@ -2,6 +2,7 @@
 #include <gradsync/gradsync.hpp>
 namespace gs = gradsync;
 struct NotACollective {
+  static constexpr gs::collective::Traits traits() { return {}; }
   std::string_view name() const { return "mine"; }
   void run(std::span<float>) const {}
 };

@@ -4,7 +4,7 @@
 namespace gs = gradsync;
 /// Stands for MpiNative / NcclNative (which need MPI or NCCL to build): the same declaration.
 struct SumsFp32 {
-  static constexpr bool needs_lossless_codec = true;
+  static constexpr gs::collective::Traits traits() { return {.needs_lossless_codec = true}; }
   std::string_view name() const { return "vendor"; }
   template <gs::codec::Codec C>
   std::size_t run(gs::transport::Transport&, const C&, gs::collective::Job&, gs::collective::Workspace&) const {

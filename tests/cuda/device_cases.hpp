@@ -58,7 +58,7 @@ inline Step host_step(const gradsync::codec::AnyCodec& c, std::span<const std::b
     for (float& x : acc) x /= static_cast<float>(mean_of);
   ctx.residual = residual;
   Step s{test_util::encode(c, acc, ctx), {}, {}};
-  if (!c.lossless()) c.decode(s.wire, acc);
+  if (!c.traits().lossless) c.decode(s.wire, acc);
   s.acc = std::move(acc);
   s.residual = std::move(residual);
   return s;
@@ -66,7 +66,7 @@ inline Step host_step(const gradsync::codec::AnyCodec& c, std::span<const std::b
 
 /// The residual an encode of c uses in the tests: small values, or none.
 inline std::vector<float> residual_for(const gradsync::codec::AnyCodec& c, std::size_t n) {
-  return c.needs_residual() ? test_util::gaussian(n, 5, 0.1f) : std::vector<float>{};
+  return c.traits().needs_residual ? test_util::gaussian(n, 5, 0.1f) : std::vector<float>{};
 }
 
 /// The host's wire form of v (encoded with a fresh residual where c keeps one).

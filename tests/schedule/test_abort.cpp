@@ -26,8 +26,7 @@ struct Failing {
   std::uint64_t unit = 0;
 
   std::string_view name() const { return "failing-qsgd4"; }
-  bool lossless() const { return false; }
-  bool needs_residual() const { return false; }
+  codec::Traits traits() const { return inner.traits(); }
   std::size_t encoded_bytes(std::size_t n) const { return inner.encoded_bytes(n); }
   std::size_t encode(std::span<const float> in, std::span<std::byte> out, const codec::EncodeContext& ctx) const {
     if (armed && ctx.unit == unit) throw std::runtime_error("injected failure in unit " + std::to_string(unit));

@@ -36,6 +36,7 @@ struct Recording {
   int fail_rank = -1;
   std::uint32_t fail_unit = 0;
 
+  static constexpr collective::Traits traits() { return collective::Ring::traits(); }
   std::string_view name() const { return "recording"; }
   template <codec::Codec C>
   std::size_t run(transport::Transport& t, const C& codec, collective::Job& job, collective::Workspace& ws) const {

@@ -15,8 +15,7 @@ struct RoundBf16 {
   static constexpr std::uint8_t id = 250;
   static constexpr double max_relative_error = 1.0 / 256;
   std::string_view name() const { return "test-bf16"; }
-  bool lossless() const { return false; }
-  bool needs_residual() const { return false; }
+  static constexpr gradsync::codec::Traits traits() { return {}; }  // lossy, no residual, element-wise
   std::size_t encoded_bytes(std::size_t n) const { return gradsync::codec::header_bytes + 2 * n; }
   std::size_t encode(std::span<const float> in, std::span<std::byte> out, const gradsync::codec::EncodeContext&) const {
     const std::size_t bytes = encoded_bytes(in.size());

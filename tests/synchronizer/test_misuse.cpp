@@ -32,7 +32,11 @@ class DeviceSpan final : public testing::Forwarding {
 };
 /// Stands in for the NCCL collectives: declares that it takes units in GPU memory.
 struct DeviceRing : collective::Ring {
-  bool device_memory() const { return true; }
+  static constexpr collective::Traits traits() {
+    collective::Traits t = Ring::traits();
+    t.device_memory = true;
+    return t;
+  }
 };
 
 /// Runs `make` on 3 ranks and returns each rank's error message ("" when it succeeded).

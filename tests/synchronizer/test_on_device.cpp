@@ -52,8 +52,8 @@ static_assert(std::same_as<decltype(GuardedOnDevice<codec::Half>{}.fp32()), Guar
 TEST_CASE("OnDevice keeps its codec's wire, grain and bypass") {
   const GuardedOnDevice<codec::Qsgd<8>> d{{.bucket = 256}};
   CHECK(d.name() == "qsgd8");
-  CHECK(codec::grain(d) == 256);
-  CHECK(codec::bypass_below(d) == codec::bypass_auto);
+  CHECK(d.traits().grain == 256);
+  CHECK(d.traits().bypass_below == codec::bypass_auto);
   CHECK(codec::static_lossless<GuardedOnDevice<codec::Identity>> == std::optional<bool>(true));
   // device in, host wire out: the bytes the host codec writes
   std::vector<float> x(1000);
@@ -143,6 +143,7 @@ TEST_CASE("a NaN in device memory is found on the device, naming the element") {
 namespace {
 /// A collective that reads units on the host, as the vendor all-reduces do.
 struct ReadsOnHost {
+  static constexpr collective::Traits traits() { return {}; }  // not through_codec
   std::string_view name() const { return "reads-on-host"; }
   template <codec::Codec C>
   std::size_t run(transport::Transport&, const C&, collective::Job&, collective::Workspace&) const {

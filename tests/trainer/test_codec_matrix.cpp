@@ -43,7 +43,7 @@ Outcome run(int rank, transport::Transport& t, const ModelLayout& layout, const 
   // The codec's payload per element, from a large multiple of any bucket (headers negligible).
   const auto c = codec::AnyCodec::parse(codec);
   constexpr std::size_t big = std::size_t{1} << 20;
-  const double ratio = c.lossless() ? 1.0 : double(c.encoded_bytes(big) - codec::header_bytes) / double(4 * big);
+  const double ratio = c.traits().lossless ? 1.0 : double(c.encoded_bytes(big) - codec::header_bytes) / double(4 * big);
   double weighted = 0;
   for (std::size_t u = 0; u < sync.units().size(); ++u)
     weighted += double(sync.units()[u].elements) * (sync.bypassed(u) ? 1.0 : ratio);

@@ -62,7 +62,7 @@ std::optional<TunePlan> plan_tuning(const RunOptions& o, const gradsync::AnySync
   } else if (!o.tune_profile_path.empty() || o.was_given("--tune-collectives") || o.retune_every) {
     throw gradsync::ConfigError("--tune-profile, --tune-collectives and --retune-every go with --tune");
   }
-  if (o.retune_every && (policies.codec.needs_residual() || gradsync::collective::holds_back(policies.collective)))
+  if (o.retune_every && (policies.codec.traits().needs_residual || policies.collective.traits().holds_back))
     throw gradsync::ConfigError("--retune-every replaces the Synchronizer, whose error-feedback residuals (--codec " +
                                 pol.codec + ", --collective " + pol.collective +
                                 ") belong to its units: use a codec without (fp32, fp16, bf16, qsgd...) and no dgt");

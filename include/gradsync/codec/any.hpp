@@ -106,8 +106,8 @@ class AnyCodec {
   const Variant& variant() const { return v_; }
 
   std::string_view name() const { return std::visit([](const auto& c) { return std::string_view(c.name()); }, v_); }
-  bool lossless() const { return std::visit([](const auto& c) { return bool(c.lossless()); }, v_); }
-  bool needs_residual() const { return std::visit([](const auto& c) { return bool(c.needs_residual()); }, v_); }
+  /// The chosen codec's traits.
+  Traits traits() const { return std::visit([](const auto& c) { return c.traits(); }, v_); }
   std::size_t encoded_bytes(std::size_t n) const { return std::visit([n](const auto& c) { return c.encoded_bytes(n); }, v_); }
   std::size_t encode(std::span<const float> in, std::span<std::byte> out, const EncodeContext& ctx) const {
     return std::visit([&](const auto& c) { return c.encode(in, out, ctx); }, v_);

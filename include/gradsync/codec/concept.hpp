@@ -17,6 +17,8 @@
 #include <span>
 #include <string_view>
 
+#include "traits.hpp"
+
 namespace gradsync::codec {
 
 /// Everything an encode may depend on besides the data itself.
@@ -26,7 +28,7 @@ struct EncodeContext {
   std::uint64_t unit = 0;       ///< unit index within the iteration
   std::uint32_t stream = 0;     ///< which encode of this unit (collective step), for the RNG key
   /// Error-feedback memory of this unit, same length as the input; empty when the codec does not
-  /// need one (needs_residual() == false) or when the data is not this rank's own gradient.
+  /// need one (traits().needs_residual == false) or when the data is not this rank's own gradient.
   std::span<float> residual{};
 };
 
@@ -37,8 +39,7 @@ concept Codec = std::copy_constructible<C> &&
            std::span<const std::byte> wire, std::span<float> acc, const EncodeContext& ctx,
            std::size_t n) {
     { c.name() } -> std::convertible_to<std::string_view>;   // "fp32", "qsgd8", ...
-    { c.lossless() } -> std::convertible_to<bool>;           // decode(encode(x)) == x exactly
-    { c.needs_residual() } -> std::convertible_to<bool>;     // wants EncodeContext::residual
+    { c.traits() } -> std::same_as<Traits>;                  // what it is (codec/traits.hpp)
     { c.encoded_bytes(n) } -> std::same_as<std::size_t>;     // exact wire size for n elements
     { c.encode(in, out, ctx) } -> std::same_as<std::size_t>; // writes header + payload, returns bytes
     { c.decode(wire, acc) };                                 // acc = decoded (validates, throws WireError)
@@ -46,12 +47,17 @@ concept Codec = std::copy_constructible<C> &&
   };
 // clang-format on
 
-/// Use in a static_assert so a wrong codec gets a message that says what is missing.
-#define GRADSYNC_CHECK_CODEC(C)                                                                  \
-  static_assert(::gradsync::codec::Codec<C>,                                                     \
-                "gradsync: this type is not a Codec: provide const member functions name(), "   \
-                "lossless(), needs_residual(), encoded_bytes(n), "                               \
-                "encode(in, out, ctx) -> size_t, decode(wire, out) and decode_add(wire, acc); "  \
-                "see gradsync/codec/concept.hpp")
+/// Use in a static_assert so a wrong codec gets a message that says what is missing: first its
+/// traits, which every codec declares, then the rest of the interface.
+#define GRADSYNC_CHECK_CODEC(C)                                                                   \
+  static_assert(::gradsync::codec::DeclaresTraits<C>,                                             \
+                "gradsync: this codec does not declare its traits: add "                          \
+                "static constexpr gradsync::codec::Traits traits() { return {.lossless = ..., "   \
+                ".needs_residual = ...}; } (or a constexpr const member when they depend on its " \
+                "knobs); see gradsync/codec/traits.hpp");                                         \
+  static_assert(::gradsync::codec::Codec<C>,                                                      \
+                "gradsync: this type is not a Codec: provide const member functions name(), "     \
+                "traits(), encoded_bytes(n), encode(in, out, ctx) -> size_t, decode(wire, out) "  \
+                "and decode_add(wire, acc); see gradsync/codec/concept.hpp")
 
 }  // namespace gradsync::codec

@@ -29,8 +29,11 @@ struct ErrorFeedback {
   C inner{};
 
   constexpr std::string_view name() const { return {name_chars.data(), name_chars.size() - 1}; }
-  constexpr bool lossless() const { return false; }
-  constexpr bool needs_residual() const { return true; }
+  /// The inner codec's grain and bypass, with a residual of its own.
+  constexpr Traits traits() const {
+    const Traits t = inner.traits();
+    return {.lossless = false, .needs_residual = true, .grain = t.grain, .bypass_below = t.bypass_below};
+  }
   std::size_t encoded_bytes(std::size_t n) const { return inner.encoded_bytes(n); }
   std::size_t encode(std::span<const float> in, std::span<std::byte> out, const EncodeContext& ctx) const {
     std::span<float> e = ctx.residual;

@@ -18,8 +18,7 @@ namespace gradsync::codec {
 struct Identity {
   static constexpr std::uint8_t id = 0;
   constexpr std::string_view name() const { return "fp32"; }
-  constexpr bool lossless() const { return true; }
-  constexpr bool needs_residual() const { return false; }
+  static constexpr Traits traits() { return {.lossless = true}; }
   constexpr std::size_t encoded_bytes(std::size_t n) const { return header_bytes + n * sizeof(float); }
 
   std::size_t encode(std::span<const float> in, std::span<std::byte> out, const EncodeContext&) const {

@@ -46,12 +46,11 @@ namespace gradsync::codec {
 
 template <Codec C, class Space>
 struct OnDevice {
-  C inner{};  ///< the codec (codec/traits.hpp reads its grain and bypass through `inner`)
+  C inner{};  ///< the codec: its wire, its traits
   Space space{};
 
   constexpr std::string_view name() const { return inner.name(); }
-  constexpr bool lossless() const { return inner.lossless(); }
-  constexpr bool needs_residual() const { return inner.needs_residual(); }
+  constexpr Traits traits() const { return inner.traits(); }
   constexpr std::size_t encoded_bytes(std::size_t n) const { return inner.encoded_bytes(n); }
 
   std::size_t encode(std::span<const float> in, std::span<std::byte> out, const EncodeContext& ctx) const {

@@ -13,6 +13,7 @@
 ///   c.encode(grad, wire, {.residual = residual});
 ///   c.decode_add(wire, sum);
 /// \endcode
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -31,8 +32,9 @@ struct OneBit {
   std::uint32_t bypass_below = bypass_auto;  ///< tensors under this many elements go as fp32 (codec/bypass.hpp)
 
   constexpr std::string_view name() const { return "onebit"; }
-  constexpr bool lossless() const { return false; }
-  constexpr bool needs_residual() const { return true; }
+  constexpr Traits traits() const {
+    return {.needs_residual = true, .grain = std::max<std::size_t>(bucket, 1), .bypass_below = bypass_below};
+  }
   GRADSYNC_FRAMED_CODEC_API
 
   // frame hooks (detail/frame.hpp)

@@ -13,6 +13,7 @@
 ///   q.encode(grad, wire, {.seed = 1, .iteration = step, .unit = u});
 ///   q.decode_add(wire, sum);
 /// \endcode
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -50,8 +51,7 @@ struct Qsgd {
   constexpr std::string_view name() const {
     return Bits == 2 ? "qsgd2" : Bits == 4 ? "qsgd4" : Bits == 8 ? "qsgd8" : "qsgd16";
   }
-  constexpr bool lossless() const { return false; }
-  constexpr bool needs_residual() const { return false; }
+  constexpr Traits traits() const { return {.grain = std::max<std::size_t>(bucket, 1), .bypass_below = bypass_below}; }
   GRADSYNC_FRAMED_CODEC_API
 
   // frame hooks (detail/frame.hpp)

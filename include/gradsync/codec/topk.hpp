@@ -35,8 +35,7 @@ struct TopK {
   std::uint32_t bypass_below = bypass_auto;  ///< tensors under this many elements go as fp32 (codec/bypass.hpp)
 
   constexpr std::string_view name() const { return "topk"; }
-  constexpr bool lossless() const { return false; }
-  constexpr bool needs_residual() const { return true; }
+  constexpr Traits traits() const { return {.needs_residual = true, .bypass_below = bypass_below}; }
   GRADSYNC_FRAMED_CODEC_API
 
   /// Elements sent for a unit of n (at least one of a non-empty unit).

@@ -129,28 +129,14 @@ struct AnyCollective {
   std::string describe() const {
     return std::visit([](const auto& p) { return gradsync::detail::describe_policy(p); }, policy);
   }
-  bool needs_lossless_codec() const {
-    return std::visit([](const auto& p) { return collective::needs_lossless_codec<std::decay_t<decltype(p)>>; }, policy);
-  }
-  std::string_view lossless_because() const {
-    return std::visit([](const auto& p) -> std::string_view {
-      if constexpr (requires { p.lossless_because; }) return p.lossless_because;
-      else return "sums fp32 values in a vendor library";
-    }, policy);
-  }
-  bool holds_back() const {
-    return std::visit([](const auto& p) { return collective::holds_back(p); }, policy);
+  /// The chosen collective's traits.
+  Traits traits() const {
+    return std::visit([](const auto& p) { return p.traits(); }, policy);
   }
   /// The chosen collective's State (a plain Runtime for one that keeps none).
   using State = Runtime;
   std::unique_ptr<State> start(const Setup& setup) const {
     return std::visit([&](const auto& p) -> std::unique_ptr<State> { return collective::start(p, setup); }, policy);
-  }
-  bool device_memory() const {
-    return std::visit([](const auto& p) { return accepts_device_memory(p); }, policy);
-  }
-  bool through_codec() const {
-    return std::visit([](const auto& p) { return collective::through_codec(p); }, policy);
   }
   /// Runs a unit with what this collective's start() returned (its precondition: the state's type
   /// is the chosen collective's, so it is passed on as that type).

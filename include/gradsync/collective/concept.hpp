@@ -20,6 +20,7 @@
 #include "../core/statistics.hpp"
 #include "../transport/transport.hpp"
 #include "../transport/wait.hpp"
+#include "traits.hpp"
 
 namespace gradsync::collective {
 
@@ -120,17 +121,6 @@ std::size_t run(const K& k, transport::Transport& t, const C& c, Job& job, Works
   else return k.run(t, c, job, ws);
 }
 
-/// True for a collective that holds back parts of a unit for later (blocks dropped on the way) in
-/// Job::ctx.residual: it declares `static constexpr bool holds_back = true` (AnyCollective
-/// answers at run time), and the Synchronizer gives every unit a residual.
-template <class K>
-bool holds_back(const K& k) {
-  if constexpr (requires { k.holds_back(); }) return k.holds_back();
-  else if constexpr (requires { K::holds_back; }) return bool(K::holds_back);
-  else return false;
-}
-
-
 // clang-format off
 template <class K>
 concept RunsWithState = Stateful<K> &&
@@ -144,32 +134,29 @@ concept RunsAlone = requires(const K k, transport::Transport& t, const codec::Id
     { k.run(t, c, job, ws) } -> std::same_as<std::size_t>;  // bytes this rank sent
   };
 template <class K>
-concept Collective = std::copy_constructible<K> &&
+concept Collective = std::copy_constructible<K> && DeclaresTraits<K> &&
   requires(const K k) { { k.name() } -> std::convertible_to<std::string_view>; } &&
   (Stateful<K> ? RunsWithState<K> : RunsAlone<K>);
 // clang-format on
 
-#define GRADSYNC_CHECK_COLLECTIVE(K)                                                              \
-  static_assert(::gradsync::collective::Collective<K>,                                            \
-                "gradsync: this type is not a Collective: provide const member functions name() " \
-                "and template <Codec C> run(Transport&, const C&, Job&, Workspace&) -> "          \
-                "std::size_t (bytes sent), with a State& last for a collective that declares a "  \
+#define GRADSYNC_CHECK_COLLECTIVE(K)                                                               \
+  static_assert(::gradsync::collective::DeclaresTraits<K>,                                         \
+                "gradsync: this collective does not declare its traits: add "                      \
+                "static constexpr gradsync::collective::Traits traits() { return {...}; } "        \
+                "(Traits{} when it needs nothing: any codec, host memory, no held-back parts); "   \
+                "see gradsync/collective/traits.hpp");                                             \
+  static_assert(::gradsync::collective::Collective<K>,                                             \
+                "gradsync: this type is not a Collective: provide const member functions name(), " \
+                "traits() and template <Codec C> run(Transport&, const C&, Job&, Workspace&) -> "  \
+                "std::size_t (bytes sent), with a State& last for a collective that declares a "   \
                 "State and start(); see gradsync/collective/concept.hpp")
 
-/// True for a collective that sums fp32 values in a vendor library (MPI's, NCCL's all-reduce) and
-/// therefore needs a lossless codec; such a collective declares
-/// `static constexpr bool needs_lossless_codec = true` (AnyCollective answers at run time).
-template <class K>
-inline constexpr bool needs_lossless_codec = [] {
-  if constexpr (requires { K::needs_lossless_codec; }) return bool(K::needs_lossless_codec);
-  else return false;
-}();
-
-/// Collective K can aggregate with codec C: a collective that needs a lossless codec is refused
-/// every codec known at compile time to be lossy.
+/// Collective K can aggregate with codec C: a collective whose type needs a lossless codec
+/// (Traits::needs_lossless_codec) is refused every codec known at compile time to be lossy.
 template <class K, class C>
 concept Accepts = Collective<K> && codec::Codec<C> &&
-                  (!needs_lossless_codec<K> || codec::static_lossless<C> != std::optional<bool>(false));
+                  (!static_traits<K>.value_or(Traits{}).needs_lossless_codec ||
+                   codec::static_lossless<C> != std::optional<bool>(false));
 
 #define GRADSYNC_CHECK_ACCEPTS(K, C)                                                              \
   static_assert(::gradsync::collective::Accepts<K, C>,                                            \
@@ -178,37 +165,14 @@ concept Accepts = Collective<K> && codec::Codec<C> &&
                 "collective::Ring, ReduceBroadcast, Hierarchical or Hybrid")
 
 /// The same check at run time, for policies chosen from strings; throws ConfigError naming both
-/// and why (a collective may say its own: `static constexpr std::string_view lossless_because`).
+/// and why (Traits::lossless_because).
 template <class K, class C>
 void check_accepts(const K& k, const C& c) {
-  bool needs = needs_lossless_codec<K>;
-  if constexpr (requires { k.needs_lossless_codec(); }) needs = k.needs_lossless_codec();
-  std::string_view because = "sums fp32 values in a vendor library";  // or the collective's own reason
-  if constexpr (requires { K::lossless_because; }) because = K::lossless_because;
-  if constexpr (requires { k.lossless_because(); }) because = k.lossless_because();
-  if (needs && !c.lossless())
-    throw ConfigError("gradsync: collective '" + std::string(k.name()) + "' " + std::string(because) + " and "
+  const Traits t = k.traits();
+  if (t.needs_lossless_codec && !c.traits().lossless)
+    throw ConfigError("gradsync: collective '" + std::string(k.name()) + "' " + std::string(t.lossless_because) + " and "
                       "needs a lossless codec (fp32), not '" + std::string(c.name()) +
                       "'; with a compressing codec use 'ring', 'reduce-broadcast', 'hierarchical' or 'hybrid'");
-}
-
-/// Whether `k` aggregates units that live in GPU memory itself, with any lossless codec (the NCCL
-/// collectives, which declare `bool device_memory() const`).
-template <class K>
-bool accepts_device_memory(const K& k) {
-  if constexpr (requires { k.device_memory(); }) return k.device_memory();
-  else return false;
-}
-/// Whether `k` touches a unit only through its codec: encode, decode, decode_add and the mean's
-/// codec::divide (collective/wire.hpp, detail::finish_mean with the codec), so a codec that keeps
-/// units in device memory (codec::DeviceCodec) can aggregate them there. Such a collective
-/// declares `static constexpr bool through_codec = true` (AnyCollective answers at run time);
-/// the vendor all-reduces (MPI, Gloo) read the floats themselves.
-template <class K>
-bool through_codec(const K& k) {
-  if constexpr (requires { k.through_codec(); }) return k.through_codec();
-  else if constexpr (requires { K::through_codec; }) return bool(K::through_codec);
-  else return false;
 }
 
 namespace detail {

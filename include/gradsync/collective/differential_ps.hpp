@@ -72,11 +72,11 @@ struct DifferentialPs {
   std::function<std::unique_ptr<transport::BestEffort>(transport::Transport&)> best_effort_channel =
       [](transport::Transport& t) { return std::make_unique<transport::Udp>(t); };
 
-  /// Dropped blocks wait in Job::ctx.residual for the unit's next iteration.
-  static constexpr bool holds_back = true;
-  /// The blocks travel as raw fp32 (collective::check_accepts).
-  static constexpr bool needs_lossless_codec = true;
-  static constexpr std::string_view lossless_because = "sends its blocks as raw fp32";
+  /// The blocks travel as raw fp32; dropped ones wait in Job::ctx.residual for the unit's next
+  /// iteration.
+  static constexpr Traits traits() {
+    return {.needs_lossless_codec = true, .lossless_because = "sends its blocks as raw fp32", .holds_back = true};
+  }
 
   std::string_view name() const { return "dgt"; }
   std::string describe() const {
@@ -151,7 +151,7 @@ struct DifferentialPs {
   template <codec::Codec C>
   std::size_t run(transport::Transport& t, const C&, Job& job, Workspace& ws, State& s) const {
     if constexpr (!detail::raw_fp32<C>) {
-      throw UsageError("gradsync: collective 'dgt' " + std::string(lossless_because) + "; use codec 'fp32'");
+      throw UsageError("gradsync: collective 'dgt' " + std::string(traits().lossless_because) + "; use codec 'fp32'");
     } else {
       if (job.ctx.residual.size() != job.data.size())
         throw UsageError("gradsync: collective 'dgt' runs under a Synchronizer (it keeps the residual of dropped "

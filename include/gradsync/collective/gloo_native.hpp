@@ -113,7 +113,8 @@ struct GlooNative {
   explicit GlooNative(std::string iface = {}) : iface(std::move(iface)) {}
 
   std::string_view name() const { return "gloo"; }
-  static constexpr bool needs_lossless_codec = true;  ///< Gloo adds fp32 values
+  /// Gloo adds fp32 values.
+  static constexpr Traits traits() { return {.needs_lossless_codec = true}; }
 
   /// This rank's Gloo pairs, as its Runtime: they close with the synchronizer that holds them.
   struct Mesh final : Runtime {

@@ -70,7 +70,8 @@ struct Hierarchical {
   /// 4(k-1) + 2(N/k-1) of the paper's model. 1 is a plain ring; k >= N is reduce to rank 0 and
   /// broadcast.
   int group = 0;
-  static constexpr bool through_codec = true;  ///< units only through the codec (device codecs too)
+  /// Units only through the codec (device codecs too).
+  static constexpr Traits traits() { return {.through_codec = true}; }
 
   std::string_view name() const { return "hierarchical"; }
   /// "hierarchical:k" ("hierarchical" for the automatic size), as in AnyCollective::parse.

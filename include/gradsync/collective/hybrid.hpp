@@ -13,7 +13,8 @@ namespace gradsync::collective {
 struct Hybrid {
   std::size_t threshold_bytes = 256u << 10;  ///< fp32 bytes of a unit from which the ring is used
   Hierarchical small{};                      ///< the collective below the threshold
-  static constexpr bool through_codec = true;  ///< units only through the codec (device codecs too)
+  /// Units only through the codec (device codecs too).
+  static constexpr Traits traits() { return {.through_codec = true}; }
 
   std::string_view name() const { return "hybrid"; }
   /// "hybrid:bytes[:k]", as in AnyCollective::parse.

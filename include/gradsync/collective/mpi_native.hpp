@@ -23,7 +23,8 @@ namespace gradsync::collective {
 
 struct MpiNative {
   std::string_view name() const { return "mpi"; }
-  static constexpr bool needs_lossless_codec = true;  ///< the vendor library adds fp32 values
+  /// The vendor library adds fp32 values.
+  static constexpr Traits traits() { return {.needs_lossless_codec = true}; }
 
   template <codec::Codec C>
   std::size_t run(transport::Transport& t, const C& codec, Job& job, Workspace&) const {

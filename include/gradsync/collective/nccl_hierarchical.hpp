@@ -38,8 +38,8 @@ struct NcclHierarchical {
   int group;
 
   std::string_view name() const { return "nccl-hierarchical"; }
-  /// Units may live in GPU memory (collective::accepts_device_memory).
-  bool device_memory() const { return true; }
+  /// Units may live in GPU memory.
+  static constexpr Traits traits() { return {.device_memory = true}; }
   std::string describe() const {
     return group > 0 ? "nccl-hierarchical:" + std::to_string(group) : "nccl-hierarchical";
   }

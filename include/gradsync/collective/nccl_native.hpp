@@ -26,9 +26,8 @@ namespace gradsync::collective {
 
 struct NcclNative {
   std::string_view name() const { return "nccl"; }
-  static constexpr bool needs_lossless_codec = true;  ///< the vendor library adds fp32 values
-  /// Units may live in GPU memory (collective::accepts_device_memory).
-  bool device_memory() const { return true; }
+  /// The vendor library adds fp32 values; units may live in GPU memory.
+  static constexpr Traits traits() { return {.needs_lossless_codec = true, .device_memory = true}; }
 
   template <codec::Codec C>
   std::size_t run(transport::Transport& t, const C& codec, Job& job, Workspace&) const {

@@ -36,7 +36,7 @@ class Serving : public Runtime {
 
 struct ParameterServer {
   /// Units only through the codec (device codecs too).
-  static constexpr bool through_codec = true;
+  static constexpr Traits traits() { return {.through_codec = true}; }
 
   std::string_view name() const { return "ps"; }
 

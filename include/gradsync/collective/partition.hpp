@@ -2,7 +2,7 @@
 /// detail::Partition and the owner pattern shared by Ring (lossy codecs) and ReduceBroadcast.
 ///
 /// A unit is cut into N chunks, chunk i owned by rank i, each chunk into K segments of about
-/// `segment_bytes` on the wire; cuts fall on multiples of the codec's bucket (codec::grain), so
+/// `segment_bytes` on the wire; cuts fall on multiples of the codec's bucket (codec::Traits::grain), so
 /// every piece is bucketed as the whole unit would be. Owner pattern (the low-precision study's
 /// reduce-and-broadcast, sec. 2.4.1): every rank encodes chunk i of its own data and pushes it to
 /// rank i (push_to_owners); the owner decodes and adds the pushes to its own chunk in a fixed
@@ -33,7 +33,7 @@ inline std::size_t cut(std::size_t n, std::size_t parts, std::size_t i, std::siz
 template <class C>
 struct Partition {
   Partition(std::span<float> data, int ranks, const C& codec, std::size_t segment_bytes)
-      : data(data), n(ranks), grain(codec::grain(codec)) {
+      : data(data), n(ranks), grain(codec.traits().grain) {
     const std::size_t steps = 2 * static_cast<std::size_t>(std::max(n - 1, 1));
     const std::size_t widest = (data.size() + n - 1) / n;
     const std::size_t wire = std::max<std::size_t>(codec.encoded_bytes(widest), 1);

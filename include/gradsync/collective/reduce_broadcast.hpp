@@ -22,7 +22,8 @@ struct ReduceBroadcast {
   /// Wire bytes per message, about (as Ring::segment_bytes): the owners' work on one segment
   /// overlaps the transfer of the next.
   std::size_t segment_bytes = std::size_t{1} << 20;
-  static constexpr bool through_codec = true;  ///< units only through the codec (device codecs too)
+  /// Units only through the codec (device codecs too).
+  static constexpr Traits traits() { return {.through_codec = true}; }
 
   std::string_view name() const { return "reduce-broadcast"; }
 

@@ -6,7 +6,7 @@
 ///   gradsync::Synchronizer<..., gradsync::collective::Ring> sync{transport, layout};
 /// \endcode
 ///
-/// The unit is cut into N chunks (at multiples of the codec's bucket, codec::grain), each chunk
+/// The unit is cut into N chunks (at multiples of the codec's bucket, codec::Traits::grain), each chunk
 /// into K segments of about `segment_bytes` on the wire.
 ///
 /// fp32 (codec::Identity): the classic ring. At step s rank r sends chunk r-s to its right
@@ -93,7 +93,8 @@ struct Ring {
   /// wake-up) stays small next to its transfer, small enough that several segments per chunk keep
   /// the link busy. Counted on the wire, so a codec that compresses 4x sends 4x the elements.
   std::size_t segment_bytes = std::size_t{1} << 20;
-  static constexpr bool through_codec = true;  ///< units only through the codec (device codecs too)
+  /// Units only through the codec (device codecs too).
+  static constexpr Traits traits() { return {.through_codec = true}; }
 
   std::string_view name() const { return "ring"; }
 

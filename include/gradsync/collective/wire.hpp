@@ -27,7 +27,6 @@
 #include <string>
 
 #include "../codec/identity.hpp"
-#include "../codec/traits.hpp"
 #include "concept.hpp"
 
 namespace gradsync::collective::detail {
@@ -55,7 +54,7 @@ struct Wire {
       return std::as_bytes(piece);
     } else {
       const std::span<const std::byte> out = sent_bytes(encode_into_send(piece, stream));
-      if (!codec.lossless()) codec.decode(out, piece);
+      if (!codec.traits().lossless) codec.decode(out, piece);
       return out;
     }
   }

@@ -1,8 +1,8 @@
 #pragma once
 /// Checkpoint: what a resumed run needs to continue bit-identically, per rank, besides the
 /// iteration count. It holds the units' residuals - the error-feedback memory of a codec with
-/// needs_residual() (onebit, topk, ef+...) or what a collective holds back
-/// (collective::holds_back), every unit's back to back in units() order (bypassed ones keep none)
+/// codec::Traits::needs_residual (onebit, topk, ef+...) or what a collective holds back
+/// (collective::Traits::holds_back), every unit's back to back in units() order (bypassed ones keep none)
 /// - then what the collective learned from the training (collective::Runtime::save_state).
 ///
 /// \code

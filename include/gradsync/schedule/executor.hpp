@@ -128,7 +128,7 @@ class Executors {
       }
     }
     const auto finished = clock::now(), ready = p_.table.ready_at(u);
-    p_.stats.unit(unit.elements, sent, !fp32 && !p_.codec.lossless(), started - ready, finished - started);
+    p_.stats.unit(unit.elements, sent, !fp32 && !p_.codec.traits().lossless, started - ready, finished - started);
     if (p_.options.on_unit)
       p_.options.on_unit({u, iteration, unit.elements, sent, ready, started, finished, p_.state.counters(u)});
   }

@@ -16,7 +16,7 @@
 #include "../codec/bypass.hpp"
 #include "../codec/concept.hpp"
 #include "../codec/memory.hpp"
-#include "../codec/traits.hpp"
+#include "../codec/describe.hpp"
 #include "../collective/concept.hpp"
 #include "../core/error.hpp"
 #include "../core/layout.hpp"
@@ -55,7 +55,7 @@ class Plan {
   std::vector<Unit> units;
   /// An error-feedback residual per unit: for a codec that keeps one, and for a collective that
   /// holds back parts of units.
-  bool residuals = policies.codec.needs_residual() || collective::holds_back(policies.collective);
+  bool residuals = policies.codec.traits().needs_residual || policies.collective.traits().holds_back;
   /// How many units each priority lane may hold: as many as have its key.
   std::vector<std::size_t> lane_capacity;
   /// "fixed:40000/forward/qsgd8:bucket=1024/ring": the policies with every knob that differs from
@@ -97,12 +97,13 @@ class Plan {
   std::string device_refusal(std::size_t layer) const {
     constexpr bool device_codec = codec::DeviceCodec<Codec>;
     const auto& p = policies;
-    if (!collective::accepts_device_memory(p.collective) && !(device_codec && collective::through_codec(p.collective)))
+    const collective::Traits k = p.collective.traits();
+    if (!k.device_memory && !(device_codec && k.through_codec))
       return "collective '" + collective_text() + "' reads units on the host: use " +
              (device_codec ? "'ring', 'ps', 'reduce-broadcast', 'hierarchical', 'hybrid' or 'nccl'"
                            : "'nccl' or 'nccl-hierarchical', or a device codec (cuda::OnDevice) with 'ring' or 'ps'");
     if (options.check_finite && !device_codec) return "Options::check_finite reads it on the host: set it to false";
-    if (p.codec.needs_residual())
+    if (p.codec.traits().needs_residual)
       return "codec '" + std::string(p.codec.name()) + "' keeps its error-feedback residual on the host: use one "
              "without (fp32, fp16, bf16, qsgd)";
     for (const Unit& u : units)
@@ -117,10 +118,11 @@ class Plan {
   std::size_t bypass_threshold() const {
     collective::check_accepts(policies.collective, policies.codec);
     if (options.inflight_units == 0) throw UsageError("gradsync: Options::inflight_units must be at least 1");
-    if (policies.codec.lossless()) return 0;
+    const codec::Traits c = policies.codec.traits();
+    if (c.lossless) return 0;
     std::vector<std::size_t> sizes;
     for (const LayerSpec& l : layout.layers()) sizes.push_back(l.elements);
-    return codec::bypass_threshold(sizes, codec::bypass_below(policies.codec));
+    return codec::bypass_threshold(sizes, c.bypass_below);
   }
 
   std::vector<std::size_t> lane_capacities() const {

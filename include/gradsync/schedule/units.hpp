@@ -4,7 +4,7 @@
 /// of the current iteration (which layers are handed over, which units are ready, which are done).
 ///
 /// \code
-///   schedule::UnitTable table(layout, slicing.plan(layout), bypass_threshold, codec.needs_residual(),
+///   schedule::UnitTable table(layout, slicing.plan(layout), bypass_threshold, codec.traits().needs_residual,
 ///                             slicing.describe());  // named in the error for a plan that misses a layer
 ///   table.hand_over(layer, grad, iteration, [&](std::uint32_t u) { /* unit u is ready */ });
 ///   table.complete(u);                 // after its collective: layers' remaining counts drop

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "../codec/any.hpp"
+#include "../codec/describe.hpp"
 #include "../collective/any.hpp"
 #include "../core/error.hpp"
 #include "../schedule/handshake.hpp"
@@ -58,7 +59,7 @@ class BucketReducer {
       : t_(t), config_(config), codec_(codec::AnyCodec::parse(config.codec)),
         collective_(collective::AnyCollective::parse(config.collective)) {
     collective::check_accepts(collective_, codec_);
-    if (needs_runtime(collective_))
+    if (keeps_state(collective_))
       throw ConfigError("gradsync: collective '" + collective_.describe() + "' keeps state per unit and cannot run "
                         "DDP's buckets, whose number and sizes DDP changes after the first iteration; use 'ring', "
                         "'reduce-broadcast', 'hierarchical', 'hybrid' or 'mpi', or gradsync.torch.DistributedOptimizer");
@@ -104,9 +105,8 @@ class BucketReducer {
     Done done;
   };
 
-  static bool needs_runtime(const collective::AnyCollective& k) {
-    return std::visit([](const auto& p) { return requires { p.start(std::declval<const collective::Setup&>()); }; },
-                      k.policy);
+  static bool keeps_state(const collective::AnyCollective& k) {
+    return std::visit([]<class P>(const P&) { return collective::Stateful<P>; }, k.policy);
   }
   bool casts() const {
     return std::holds_alternative<codec::Half>(codec_.variant()) ||
@@ -144,15 +144,16 @@ class BucketReducer {
     // at once, and its peers when they time out waiting for it.
     const auto bad = config_.check_finite ? codec::first_non_finite(codec_, p.bucket) : std::nullopt;
     const bool cast = casts();
-    if (bad && !cast && !codec_.lossless()) throw non_finite(p, *bad, "this rank's gradient");
+    const codec::Traits traits = codec_.traits();
+    if (bad && !cast && !traits.lossless) throw non_finite(p, *bad, "this rank's gradient");
     grow(workspace_, p.bucket.size());
     if (cast) prescale(p.bucket);
     std::vector<float>& residual = residuals_[p.index];
-    if (codec_.needs_residual() && residual.size() != p.bucket.size()) residual.assign(p.bucket.size(), 0.0f);
+    if (traits.needs_residual && residual.size() != p.bucket.size()) residual.assign(p.bucket.size(), 0.0f);
     collective::Job job{.data = p.bucket,
                         .tag = p.index,
                         .ctx = {.seed = config_.seed, .iteration = iteration_, .unit = p.index,
-                                .residual = codec_.needs_residual() ? std::span(residual) : std::span<float>()},
+                                .residual = traits.needs_residual ? std::span(residual) : std::span<float>()},
                         .average = !cast};
     const auto started = std::chrono::steady_clock::now();
     const std::size_t sent = collective_.run(t_, codec_, job, workspace_);

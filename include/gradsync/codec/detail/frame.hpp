@@ -2,7 +2,7 @@
 /// The frame every non-identity codec shares: size checks, the wire header on encode and its
 /// validation on decode. A codec supplies the payload only:
 ///
-///   static constexpr std::uint8_t id;  std::string_view name() const;  bool needs_residual() const;
+///   static constexpr std::uint8_t id;  std::string_view name() const;  Traits traits() const;
 ///   std::uint32_t wire_bucket(std::size_t n) const;    // header's bucket field, checked on decode
 ///   std::size_t payload_bytes(std::size_t n) const;    // exact payload size for n elements
 ///   void encode_payload(std::span<const float> in, std::byte* payload, const EncodeContext&) const;
@@ -60,7 +60,7 @@ EncodePlan plan_encode(const C& c, std::size_t n, std::size_t out_bytes, std::si
   if (out_bytes < bytes)
     throw UsageError("gradsync: " + name + " encode needs an output of encoded_bytes(n) = " +
                      std::to_string(bytes) + " bytes, got " + std::to_string(out_bytes));
-  if (c.needs_residual() && residual_size != 0 && residual_size != n)
+  if (c.traits().needs_residual && residual_size != 0 && residual_size != n)
     throw UsageError("gradsync: " + name + " residual has " + std::to_string(residual_size) +
                      " elements, the unit " + std::to_string(n) + "; keep one residual per unit");
   const auto elements = static_cast<std::uint32_t>(n), payload = static_cast<std::uint32_t>(bytes - header_bytes);

@@ -149,8 +149,7 @@ struct Narrow {
   std::uint32_t bypass_below = 0;
 
   constexpr std::string_view name() const { return Format::name; }
-  constexpr bool lossless() const { return false; }
-  constexpr bool needs_residual() const { return false; }
+  constexpr Traits traits() const { return {.bypass_below = bypass_below}; }
   GRADSYNC_FRAMED_CODEC_API
 
   // frame hooks (detail/frame.hpp)

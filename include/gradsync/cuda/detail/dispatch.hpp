@@ -152,7 +152,7 @@ std::size_t run(const C& c, const Call& call, Backend& be) {
       if (!e.empty()) return run_codec<op, true>(c.inner, call, e, be);
     }
     return run_codec<op, false>(c.inner, call, {}, be);
-  } else if constexpr (encodes(op) && C{}.needs_residual()) {
+  } else if constexpr (encodes(op) && C{}.traits().needs_residual) {
     if (!call.ctx->residual.empty()) return run_codec<op, true>(c, call, call.ctx->residual, be);
     return run_codec<op, false>(c, call, {}, be);
   } else {

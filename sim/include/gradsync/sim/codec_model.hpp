@@ -50,7 +50,7 @@ struct CodecModel {
     return m;
   }
 
-  bool lossless() const { return codec.lossless(); }
+  bool lossless() const { return codec.traits().lossless; }
   std::string describe() const { return std::string(codec.name()); }
 
   /// Tensors with fewer elements go as fp32 (the codec's bypass_below; codec/bypass.hpp).
@@ -58,7 +58,7 @@ struct CodecModel {
     if (lossless()) return 0;
     std::vector<std::size_t> sizes;
     for (const LayerSpec& l : layout.layers()) sizes.push_back(l.elements);
-    return codec::bypass_threshold(sizes, codec::bypass_below(codec));
+    return codec::bypass_threshold(sizes, codec.traits().bypass_below);
   }
   /// Bytes on the wire for `elements` values: raw floats for fp32 (the collectives' fast path,
   /// collective/wire.hpp) and for a unit that bypasses the codec (`fp32`), else the encoded size.
