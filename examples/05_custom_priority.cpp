@@ -10,6 +10,8 @@
 // static_assert is what the Synchronizer checks too; its message says what is missing. The
 // example checks that the units ran in SmallFirst's order, which is not the default's (P3's
 // ForwardOrder): example::UnitOrder records rank 0's order and keeps thread timing out of it.
+// A priority is its members alone; a codec or collective of your own also declares its traits
+// (static constexpr codec::Traits / collective::Traits traits(): see docs/policies.md).
 #include <gradsync/gradsync.hpp>
 
 #include <cstdio>
