@@ -135,14 +135,7 @@ class Mpi final : public Transport {
     MPI_Request req;
     check(MPI_Isend(data.data(), count(data.size()), MPI_BYTE, dst, static_cast<int>(tag), p2p_, &req), "MPI_Isend", dst);
     std::lock_guard lock(mutex_);
-    if (free_async_.empty()) {
-      async_.push_back({req, dst, tag});
-      return async_.size();
-    }
-    const std::size_t slot = free_async_.back();
-    free_async_.pop_back();
-    async_[slot] = {req, dst, tag};
-    return slot + 1;
+    return store(async_, free_async_, AsyncSend{req, dst, tag});
   }
   void wait_sent(SendId id) override {
     const auto deadline = std::chrono::steady_clock::now() + timeout_;
@@ -210,14 +203,7 @@ class Mpi final : public Transport {
     MPI_Request req;
     check(MPI_Irecv(out.data(), count(out.size()), MPI_BYTE, src, static_cast<int>(tag), p2p_, &req), "MPI_Irecv", src);
     std::lock_guard lock(mutex_);
-    if (free_posted_.empty()) {
-      posted_.push_back(req);
-      return {src, tag, out, posted_.size()};
-    }
-    const std::size_t slot = free_posted_.back();
-    free_posted_.pop_back();
-    posted_[slot] = req;
-    return {src, tag, out, slot + 1};
+    return {src, tag, out, store(posted_, free_posted_, req)};
   }
   std::optional<std::size_t> wait_recv(PostedRecv& r, std::chrono::milliseconds wait) override {
     if (r.handle == 0) throw UsageError("gradsync: wait_recv on a receive that is over (it came, or was taken back)");
@@ -333,6 +319,19 @@ class Mpi final : public Transport {
     MPI_Request_free(&req);
   }
 
+  /// Puts `value` in a free slot of `slots` (or a new one at the end) and returns its handle, the
+  /// slot's index + 1; the caller holds mutex_.
+  template <class Slots, class T>
+  static std::uint64_t store(Slots& slots, std::vector<std::size_t>& free, T value) {
+    if (free.empty()) {
+      slots.push_back(std::move(value));
+      return slots.size();
+    }
+    const std::size_t slot = free.back();
+    free.pop_back();
+    slots[slot] = std::move(value);
+    return slot + 1;
+  }
   /// Posted receive `handle`'s request: only its caller touches it, and posted_ never moves it.
   MPI_Request& posted(std::uint64_t handle) {
     std::lock_guard lock(mutex_);
