@@ -103,6 +103,14 @@ def describe(path):
     return os.path.basename(os.path.dirname(path)), False
 
 
+def linked_blas(torch):
+    """The BLAS and oneDNN a wheel's torch links into itself (no libblas.so.3 mapped), as its build
+    configuration names them."""
+    lines = [line.strip(" -") for line in torch.__config__.show().splitlines()]
+    found = [line for line in lines if "Math Kernel Library" in line or "MKL-DNN" in line or "OpenBLAS" in line]
+    return "; ".join(found) or "unknown (no libblas.so.3 mapped)"
+
+
 def openblas_core(path):
     """The kernel set OpenBLAS chose (openblas_get_corename), or None for other libraries."""
     lib = ctypes.CDLL(path) if path else None
@@ -139,15 +147,17 @@ def _cpu_seconds(f):
 
 def require(threads=1, install_missing=True):
     """Installs (install_missing) and checks the BLAS, sets `threads` for torch and OpenBLAS;
-    returns the record every results table keeps. Exits naming the fix on the reference BLAS."""
-    if install_missing:
-        install()
+    returns the record every results table keeps. Exits naming the fix on the reference BLAS.
+    Only a torch on the system's libblas.so.3 (Debian's) gets OpenBLAS installed; a wheel's torch
+    brings its own BLAS, and its machine may have no package archive."""
     import torch
 
     torch.set_num_threads(1)
     torch.mm(torch.ones(2, 2), torch.ones(2, 2))  # make sure the BLAS is loaded and mapped
     path = loaded_blas()
-    name, reference = describe(path)
+    if install_missing and path:
+        install()  # starts this process again when it installs
+    name, reference = describe(path) if path else (linked_blas(torch), False)
     core = openblas_core(path)
     coretype = wanted_coretype(core)
     if coretype:  # read at load time only: start again with it
@@ -177,7 +187,8 @@ def require(threads=1, install_missing=True):
 
 def summary(record):
     """One line for logs and tables."""
-    return (f"PyTorch {record['torch']}, {record['blas']} ({record['blas_library']}): 1024x1024 fp32 matmul "
+    where = record["blas_library"] or "linked into torch"
+    return (f"PyTorch {record['torch']}, {record['blas']} ({where}): 1024x1024 fp32 matmul "
             f"{record['matmul_gflops_1thread']} GFLOP/s on 1 thread; runs with {record['threads']} thread(s)"
             + (f", OpenBLAS {record['blas_threads']}" if record["blas_threads"] is not None else ""))
 

@@ -264,8 +264,8 @@ def peers(runs):
     first = next(iter(by_policy.values()))
     blas = first["blas"]
     out = [f"PyTorch side: PyTorch {blas['torch']} on {blas['blas']} (1024x1024 fp32 matmul "
-           f"{blas['matmul_gflops_1thread']} GFLOP/s on 1 thread), {first['threads']} thread(s) per rank "
-           f"(OpenBLAS {blas['blas_threads']})."]
+           f"{blas['matmul_gflops_1thread']} GFLOP/s on 1 thread), {first['threads']} thread(s) per rank"
+           + (f" (OpenBLAS {blas['blas_threads']})." if blas["blas_threads"] is not None else ".")]
     for policy, p in sorted(by_policy.items(), key=lambda kv: policy_key(kv[0])):
         if policy == "ddp-compute":
             continue

@@ -4,8 +4,9 @@
 # markdown table and the plots. With --accuracy: time to a test accuracy on Fashion-MNIST instead
 # (no compute-only runs). With --rounds R every run R times, alternating (all the policies of a
 # model and link, then all again), so that the machine's drifting load reaches every policy alike:
-# report.py gives the median of the rounds and their spread. PyTorch runs on OpenBLAS, installed
-# and checked by ../torch_blas.py.
+# report.py gives the median of the rounds and their spread. DDP runs under --python: Debian's
+# PyTorch by default (on OpenBLAS, installed and checked by ../torch_blas.py), or a venv's (its
+# wheel's own MKL and oneDNN).
 # Run as root from anywhere; `sweep.sh --help` lists the options.
 set -uo pipefail
 E2E_DIR=$(cd "$(dirname "$0")" && pwd)
@@ -17,7 +18,7 @@ source "$E2E_DIR/record.sh"
 models=vgg11,resnet20 width=1 nodes=2 links=unlimited,10gbit,1gbit,300mbit policies=$ALL_POLICIES
 iterations=12 warmup=2 batch=32 threads=1 rounds=1 run_timeout=900 install=1 trace=0
 dataset=synthetic accuracy="" eval_every=0 eval_samples=0 lr=0.05 seed=1
-trainer=$REPO/build/default/trainer/gradsync-train out=$REPO/build/e2e/$(date +%Y%m%d-%H%M%S)
+python=/usr/bin/python3 trainer=$REPO/build/default/trainer/gradsync-train out=$REPO/build/e2e/$(date +%Y%m%d-%H%M%S)
 
 usage() {
   cat <<EOF
@@ -45,6 +46,8 @@ usage: sweep.sh [options]
   --eval-every N     evaluate every N iterations (and at every epoch's end, on the whole test set)
   --eval-samples N   those evaluations on the last N test samples only (default: all 10,000)
   --trainer PATH     gradsync-train (default build/default/trainer/gradsync-train)
+  --python PATH      the interpreter DDP runs under (default $python: Debian's PyTorch on OpenBLAS;
+                     a venv's, e.g. ~/.cache/gradsync/venv-torch-2.15.0/bin/python, for PyTorch 2.x)
   --out DIR          results (default build/e2e/<date>-<time>)
   --trace            also write gradsync-train --trace for every run
   --run-timeout S    end a run after S seconds (default $run_timeout)
@@ -59,7 +62,7 @@ die() {
 
 while [ $# -gt 0 ]; do
   case $1 in
-    --models | --width | --nodes | --links | --policies | --iterations | --warmup | --batch | --threads | --rounds | --trainer | --out | --run-timeout | \
+    --models | --width | --nodes | --links | --policies | --iterations | --warmup | --batch | --threads | --rounds | --trainer | --python | --out | --run-timeout | \
       --lr | --seed | --accuracy | --dataset | --eval-every | --eval-samples)
       [ $# -ge 2 ] || die "$1 needs a value"
       opt=${1#--}
@@ -115,11 +118,14 @@ for p in "${policy_list[@]}"; do
   [ -z "${DDP_HOOK[$p]:-}" ] || with_ddp=1
 done
 [ "$(id -u)" -eq 0 ] || die "network namespaces need root: run as root (sudo $0 ...)"
+[ -x "$python" ] || die "--python $python is not an executable interpreter"
+debian_torch=0
+[ "$python" = /usr/bin/python3 ] && debian_torch=1
 [ -x "$trainer" ] || die "no gradsync-train at $trainer: build it (cmake --preset default && cmake --build build/default --target gradsync-train) or pass --trainer PATH"
 
 # ---- what the sweep needs from Debian, installed like every other dependency ----
 packages=(iproute2 openmpi-bin python3 gnuplot-nox)
-[ $with_ddp = 1 ] && packages+=(python3-torch)
+[ $with_ddp = 1 ] && [ $debian_torch = 1 ] && packages+=(python3-torch)
 if [ $install = 1 ]; then
   bash "$REPO/scripts/setup.sh" "${packages[@]}" || die "installing ${packages[*]} failed"
 fi
@@ -127,16 +133,20 @@ for tool in ip tc mpirun /usr/bin/python3; do
   command -v $tool >/dev/null || die "$tool is missing: apt-get install ${packages[*]} (or drop --no-install)"
 done
 if [ $with_ddp = 1 ]; then
-  /usr/bin/python3 -c "import torch.distributed" 2>/dev/null ||
-    die "PyTorch is missing for the ddp policies: apt-get install python3-torch (or drop them from --policies)"
+  "$python" -c "import torch.distributed" 2>/dev/null ||
+    die "$python cannot import torch.distributed for the ddp policies: apt-get install python3-torch, pip install torch into that venv, or drop them from --policies"
+  peer=$("$python" -c 'import torch; print(torch.__version__)')
   # OpenBLAS under PyTorch, checked (and installed unless --no-install) out here, where apt can
   # reach the archive; its kernels' core type exported for the DDP ranks (../torch_blas.py)
+  # (a wheel's torch brings its own BLAS: only checked)
   no_install=()
-  [ $install = 1 ] || no_install=(--no-install)
-  /usr/bin/python3 "$E2E_DIR/../torch_blas.py" --threads "$threads" "${no_install[@]}" ||
+  [ $install = 1 ] && [ $debian_torch = 1 ] || no_install=(--no-install)
+  "$python" "$E2E_DIR/../torch_blas.py" --threads "$threads" "${no_install[@]}" ||
     die "PyTorch must run on OpenBLAS, not on the reference BLAS (see the line above)"
-  coretype=$(/usr/bin/python3 "$E2E_DIR/../torch_blas.py" --coretype) || die "torch_blas.py --coretype failed"
-  [ -z "$coretype" ] || export OPENBLAS_CORETYPE=$coretype
+  if [ $debian_torch = 1 ]; then
+    coretype=$(/usr/bin/python3 "$E2E_DIR/../torch_blas.py" --coretype) || die "torch_blas.py --coretype failed"
+    [ -z "$coretype" ] || export OPENBLAS_CORETYPE=$coretype
+  fi
 fi
 [ "$dataset" != fashion-mnist ] || [ -s /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ] ||
   die "Fashion-MNIST is missing: apt-get install dataset-fashion-mnist (scripts/setup.sh installs it)"
@@ -210,7 +220,7 @@ ddp_run() { # tag link policy
   ddp_port=$((ddp_port + 1)) # a fresh port: the last run's may still be in TIME_WAIT
   measure "$1" "$2" "$3" ddp topo_on_each_node "$out/raw/$1.log" env RANK=%RANK% WORLD_SIZE="$nodes" \
     MASTER_ADDR="$(topo_addr 0)" MASTER_PORT=$ddp_port GLOO_SOCKET_IFNAME=eth0 \
-    /usr/bin/python3 "$E2E_DIR/ddp.py" "${train[@]}" --hook "${DDP_HOOK[$3]}" --metrics "$out/raw/$1.json"
+    "$python" "$E2E_DIR/ddp.py" "${train[@]}" --hook "${DDP_HOOK[$3]}" --metrics "$out/raw/$1.json"
 }
 
 # Compute only, before each model's runs on each link, in every round (the machine's load drifts:
@@ -231,16 +241,17 @@ compute_runs() { # link
   fi
   [ $with_ddp = 1 ] || return 0
   tag=$model.$1.ddp-compute$round_tag
-  measure "$tag" "$1" ddp-compute ddp topo_on_each_node "$out/raw/$tag.log" /usr/bin/python3 "$E2E_DIR/ddp.py" \
+  measure "$tag" "$1" ddp-compute ddp topo_on_each_node "$out/raw/$tag.log" "$python" "$E2E_DIR/ddp.py" \
     "${train[@]}" --compute-only --metrics "$out/raw/$tag.rank%RANK%.json"
 }
 
 # The sweep itself; one function, so that bash has read all of it before it starts: editing or
 # checking out this file during a sweep (hours) cannot change what the running sweep does.
 main() {
-  echo "sweep: $nodes nodes ($TOPO_ID), models $models x$width, links $links, policies $policies, $rounds round(s) of $iterations iterations ($warmup warm-up), $dataset${accuracy:+, time to $accuracy test accuracy}, results in $out"
+  echo "sweep: $nodes nodes ($TOPO_ID), models $models x$width, links $links, policies $policies${peer:+ (DDP: PyTorch $peer)}, $rounds round(s) of $iterations iterations ($warmup warm-up), $dataset${accuracy:+, time to $accuracy test accuracy}, results in $out"
   record_machine
-  record rounds="$rounds" iterations="$iterations" warmup="$warmup" batch="$batch" threads="$threads" dataset="$dataset"
+  record rounds="$rounds" iterations="$iterations" warmup="$warmup" batch="$batch" threads="$threads" dataset="$dataset" \
+    ddp_python="$python" ddp_torch="${peer:-}"
   for link in "${link_list[@]}"; do
     topo_shape all "$link"
     bps=$(topo_linkspeed 0 1 1)
