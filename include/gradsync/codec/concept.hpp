@@ -55,6 +55,9 @@ concept Codec = std::copy_constructible<C> &&
                 "static constexpr gradsync::codec::Traits traits() { return {.lossless = ..., "   \
                 ".needs_residual = ...}; } (or a constexpr const member when they depend on its " \
                 "knobs); see gradsync/codec/traits.hpp");                                         \
+  static_assert(!::gradsync::codec::SpellsTraitsOutside<C>,                                       \
+                "gradsync: this codec has a member lossless or needs_residual, which nothing "    \
+                "reads: declare it in its traits() instead (gradsync::codec::Traits)");           \
   static_assert(::gradsync::codec::Codec<C>,                                                      \
                 "gradsync: this type is not a Codec: provide const member functions name(), "     \
                 "traits(), encoded_bytes(n), encode(in, out, ctx) -> size_t, decode(wire, out) "  \

@@ -44,6 +44,12 @@ concept DeclaresTraits = requires(const C c) {
   { c.traits() } -> std::same_as<Traits>;
 };
 
+/// Whether codec type C spells a property as a member of its own (lossless, needs_residual: a
+/// function, a constant or a field), which nothing reads: its traits() is what counts, so such a
+/// member would be silently ignored. GRADSYNC_CHECK_CODEC refuses it.
+template <class C>
+concept SpellsTraitsOutside = requires { &C::lossless; } || requires { &C::needs_residual; };
+
 /// Whether codec type C is lossless, when a default C says so at compile time (every concrete
 /// codec: its traits() is constexpr); nullopt for a codec chosen at run time (AnyCodec).
 template <DeclaresTraits C>

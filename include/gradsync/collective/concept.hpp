@@ -145,6 +145,10 @@ concept Collective = std::copy_constructible<K> && DeclaresTraits<K> &&
                 "static constexpr gradsync::collective::Traits traits() { return {...}; } "        \
                 "(Traits{} when it needs nothing: any codec, host memory, no held-back parts); "   \
                 "see gradsync/collective/traits.hpp");                                             \
+  static_assert(!::gradsync::collective::SpellsTraitsOutside<K>,                                   \
+                "gradsync: this collective has a member holds_back, through_codec, "               \
+                "needs_lossless_codec, lossless_because or (accepts_)device_memory, which nothing "\
+                "reads: declare it in its traits() instead (gradsync::collective::Traits)");       \
   static_assert(::gradsync::collective::Collective<K>,                                             \
                 "gradsync: this type is not a Collective: provide const member functions name(), " \
                 "traits() and template <Codec C> run(Transport&, const C&, Job&, Workspace&) -> "  \

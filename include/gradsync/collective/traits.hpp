@@ -42,6 +42,15 @@ concept DeclaresTraits = requires(const K k) {
   { k.traits() } -> std::same_as<Traits>;
 };
 
+/// Whether collective type K spells a property as a member of its own (holds_back, through_codec,
+/// needs_lossless_codec, lossless_because, device_memory, accepts_device_memory: a function, a
+/// constant or a field), which nothing reads: its traits() is what counts, so such a member would
+/// be silently ignored. GRADSYNC_CHECK_COLLECTIVE refuses it.
+template <class K>
+concept SpellsTraitsOutside = requires { &K::holds_back; } || requires { &K::through_codec; } ||
+                              requires { &K::needs_lossless_codec; } || requires { &K::lossless_because; } ||
+                              requires { &K::device_memory; } || requires { &K::accepts_device_memory; };
+
 /// K's traits when its type fixes them (every concrete collective: a static constexpr traits());
 /// nullopt for a collective chosen at run time (AnyCollective).
 template <DeclaresTraits K>
