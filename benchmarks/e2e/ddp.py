@@ -184,9 +184,10 @@ def main():
     evaluations, perm, perm_epoch = [], None, None
     test_loss = test_accuracy = None
 
-    seconds, first_unix = [], time.time()
+    seconds, cpu_seconds, first_unix = [], [], time.time()
     for it in range(a.iterations):
         start = time.perf_counter()  # the batch's gathering counts, as in gradsync-train's iteration
+        cpu_start = time.process_time()  # every thread of the process: compute, the reducer, gloo's
         epoch, index = divmod(it, batches_per_epoch)
         if a.dataset == "fashion-mnist":
             if perm_epoch != epoch:
@@ -200,6 +201,7 @@ def main():
         F.cross_entropy(model(x), y).backward()  # DDP all-reduces buckets during backward
         opt.step()
         seconds.append(time.perf_counter() - start)
+        cpu_seconds.append(time.process_time() - cpu_start)
         epoch_end = index == batches_per_epoch - 1 or it + 1 == a.iterations
         due = epoch_end or (a.eval_every and (it + 1) % a.eval_every == 0)
         if rank == 0 and a.dataset == "fashion-mnist" and due:
@@ -216,7 +218,8 @@ def main():
                                   "seed": a.seed, "threads": a.threads, "ranks": world,
                                   "bucket_mb": a.bucket_mb, "compute_only": a.compute_only, **hook, "blas": blas},
                        "parameters": parameters, "iterations": a.iterations, "seconds": sum(seconds),
-                       "iteration_seconds": seconds, "first_iteration_unix": first_unix,
+                       "iteration_seconds": seconds, "iteration_process_cpu_seconds": cpu_seconds,
+                       "first_iteration_unix": first_unix,
                        "test_loss": test_loss, "test_accuracy": test_accuracy, "evaluations": evaluations},
                       out, indent=2)
     if not a.compute_only:

@@ -12,6 +12,9 @@ Definitions (per model and link; N ranks, P parameters, b bits per element on th
              columns are those of the round nearest that median (rounds.py)
   busy       median of (iteration - time blocked in wait_for): forward + backward + step as run
              next to the communication (gradsync only; compare with compute only)
+  CPU        median CPU seconds per iteration of rank 0's whole process (every thread: compute,
+             gradsync's executors or DDP's reducer, MPI's or gloo's, the kernel's TCP work charged
+             to it); x DDP CPU: its ratio to DDP's on the same link
   wire       2 (N-1)/N * P * b / 8 bytes that each rank must send per iteration (ring all-reduce,
              and a parameter server sharded over all ranks alike), over the link rate (tc's
              nominal rate; for an unlimited link the rate one TCP stream measured)
@@ -65,11 +68,13 @@ def load_json(path):
 
 
 def measured(metrics, warmup):
-    """(median iteration, median busy or None, iterations counted) from either trainer's metrics."""
+    """(median iteration, median busy or None, iterations counted, median process CPU or None)
+    from either trainer's metrics."""
     its = metrics["iteration_seconds"][warmup:]
     waits = metrics.get("iteration_wait_seconds", [])[warmup:]
     busy = statistics.median(i - w for i, w in zip(its, waits)) if waits else None
-    return statistics.median(its), busy, len(its)
+    cpu = metrics.get("iteration_process_cpu_seconds", [])[warmup:]
+    return statistics.median(its), busy, len(its), statistics.median(cpu) if cpu else None
 
 
 def nominal_bps(link):
@@ -144,7 +149,7 @@ def analyse(root, accuracy=None):
         run["ok"] = r["rc"] == 0 and os.path.exists(path)
         if run["ok"]:
             m = load_json(path)
-            run["iteration_s"], run["busy_s"], run["counted"] = measured(m, r["warmup"])
+            run["iteration_s"], run["busy_s"], run["counted"], run["cpu_s"] = measured(m, r["warmup"])
             run["parameters"] = m["parameters"]
             run["batch_per_rank"] = m["config"]["batch_per_rank"]
             sent = m.get("sync", {}).get("rank0_bytes_sent")  # gradsync's own count (payload)
@@ -200,6 +205,7 @@ def analyse(root, accuracy=None):
         r["ratio_to_line_rate_bound"] = r["iteration_s"] / r["line_rate_bound_s"] if t else None
         d = ddp.get((r["model"], r["link"], "ddp"))
         r["ratio_to_ddp"] = r["iteration_s"] / d["iteration_s"] if d else None
+        r["cpu_ratio_to_ddp"] = r["cpu_s"] / d["cpu_s"] if d and r["cpu_s"] and d["cpu_s"] else None
         r["at_or_below_ddp"] = at_or_below(r, d)
         d = ddp.get((r["model"], r["link"], "ddp-fp16"))
         r["ratio_to_ddp_fp16"] = r["iteration_s"] / d["iteration_s"] if d else None
@@ -224,17 +230,18 @@ def table(rates, runs):
         out.append(f"### {model} (width {mine[0]['width']}, {fmt(first and first['parameters'] / 1e6, 1)} M parameters, "
                    f"{mine[0]['nodes']} nodes)\n")
         out += peers(mine)
-        out.append("| link | run | iteration (s) | rounds (min-max s) | busy (s) | wire bound (s) | bound (s) | x bound "
+        out.append("| link | run | iteration (s) | rounds (min-max s) | busy (s) | CPU (s) | x DDP CPU | wire bound (s) "
+                   "| bound (s) | x bound "
                    "| overhead (s) | bound at line rate (s) | x it | x DDP | x DDP fp16 "
                    "| node 0 sent MB/iter | node 0 sends (Gbit/s) | others (cores) |")
-        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in sorted(mine, key=lambda r: (link_key(rates)(r["link"]), policy_key(r["policy"]))):
             name = NAMES.get(r["policy"], r["policy"])
             if not r["ok"]:
-                out.append(f"| {r['link']} | {name} | FAILED (status {r['rc']}) | {r['rounds']} | | | | | | | | | | | | |")
+                out.append(f"| {r['link']} | {name} | FAILED (status {r['rc']}) | {r['rounds']} | | | | | | | | | | | | | | |")
                 continue
             out.append(f"| {r['link']} | {name} | {fmt(r['iteration_s'], 3)} | {spread_cell(r)} | {fmt(r['busy_s'], 3)} "
-                       f"| {fmt(r.get('wire_s'), 3)} | {fmt(r.get('bound_s'), 3)} | {fmt(r.get('ratio_to_bound'))} "
+                       f"| {fmt(r.get('cpu_s'), 3)} | {fmt(r.get('cpu_ratio_to_ddp'))} | {fmt(r.get('wire_s'), 3)} | {fmt(r.get('bound_s'), 3)} | {fmt(r.get('ratio_to_bound'))} "
                        f"| {fmt(r.get('overhead_s'), 3)} "
                        f"| {fmt(r.get('line_rate_bound_s'), 3)} | {fmt(r.get('ratio_to_line_rate_bound'))} "
                        f"| {fmt(r.get('ratio_to_ddp'))}{marker(r.get('at_or_below_ddp'))} "

@@ -107,6 +107,7 @@ nlohmann::json metrics_json(const TrainConfig& c, const Policies& pol, const Tra
                       {"test_accuracy", tested(r.test_accuracy)},
                       {"iteration_seconds", r.iteration_seconds},
                       {"iteration_wait_seconds", r.iteration_wait_seconds},
+                      {"iteration_process_cpu_seconds", r.iteration_process_cpu_seconds},
                       {"first_iteration_unix", r.first_iteration_unix},
                       {"evaluations", evaluations},
                       {"iteration_blocks", r.iteration_blocks},  // [important, best effort, dropped] per iteration (DGT)

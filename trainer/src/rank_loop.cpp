@@ -7,12 +7,20 @@
 #include <numeric>
 #include <string>
 #include <string_view>
+#include <time.h>
 
 #include <gradsync/core/error.hpp>
 
 namespace gradsync::trainer {
 
 namespace {
+
+/// CPU seconds of this process, all its threads.
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
+}
 
 std::string clock_text(double s) {
   char buf[32];
@@ -76,6 +84,7 @@ std::size_t RankLoop::resume() {
 
 void RankLoop::step(std::size_t it, std::size_t epoch, std::size_t index) {
   const auto it_start = Clock::now();
+  const double cpu_start = process_cpu_seconds();
   const double wait_before = rank_.wait_seconds();
   if (cfg_.before_iteration) cfg_.before_iteration(r_, it);
   rank_.begin_iteration();
@@ -85,6 +94,7 @@ void RankLoop::step(std::size_t it, std::size_t epoch, std::size_t index) {
   if (!lead_) return;
   result_.iteration_seconds.push_back(since(it_start));
   result_.iteration_wait_seconds.push_back(rank_.wait_seconds() - wait_before);
+  result_.iteration_process_cpu_seconds.push_back(process_cpu_seconds() - cpu_start);
   const Statistics now = rank_.sync().statistics();
   const auto since_last = [&](std::string_view name) { return now.counter(name) - counted_.counter(name); };
   result_.iteration_blocks.push_back(

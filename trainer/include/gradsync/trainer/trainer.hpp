@@ -88,6 +88,9 @@ struct TrainResult {
   /// iterations but epoch ends) and the part blocked in wait_for; when the first one began (Unix
   /// seconds), so that outside measurements (link counters) can be lined up with iterations.
   std::vector<double> iteration_seconds, iteration_wait_seconds;
+  /// Rank 0, per iteration: the CPU time of its whole process (compute, executors, the transport's
+  /// threads; with in-process ranks, all of them), to compare what synchronization costs in CPU.
+  std::vector<double> iteration_process_cpu_seconds;
   double first_iteration_unix = 0;
   /// Rank 0, per iteration: DGT's blocks (important, sent best-effort, dropped) its units reported
   /// by the iteration's end (units finish asynchronously: some land in the next); zeros otherwise.
