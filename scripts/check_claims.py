@@ -110,6 +110,26 @@ def gbench(p: str, name: str, key: str = "bytes_per_second") -> float:
     raise ClaimError(f"{p}: no benchmark named {name}")
 
 
+def gbench_medians(p: str) -> dict[str, list[dict]]:
+    """A Google Benchmark JSON file's median entries by the name the program registered
+    ("ring/fp32/4194304", without the "/iterations:N/manual_time" Google Benchmark appends); a
+    name registered twice (bench_codec's memcpy, first and last) keeps both, in run order."""
+    out: dict[str, list[dict]] = {}
+    for b in load(p)["benchmarks"]:
+        if b.get("aggregate_name") == "median":
+            name = re.sub(r"/(iterations:\d+|min_time:[\d.]+|manual_time)", "", b["run_name"])
+            out.setdefault(name, []).append(b)
+    return out
+
+
+def gbench_median(p: str, name: str, key: str = "bytes_per_second") -> float:
+    """The median of `key` of the one benchmark registered as `name` in Google Benchmark JSON p."""
+    found = gbench_medians(p).get(name, [])
+    if len(found) != 1:
+        raise ClaimError(f"{p}: {len(found)} medians of {name}, expected 1")
+    return float(found[0][key])
+
+
 def reach(p: str, target: float, **match) -> float:
     """Training seconds until the one matching run's test accuracy first reached `target`
     (its evaluations in results.json)."""
@@ -200,6 +220,7 @@ GPU = "benchmarks/gpu/results/2026-11-28-h200-run5/call2"
 DGT = "benchmarks/dgt/results"
 
 HELPERS = dict(load=load, runs=runs, run=run, iteration=iteration, field=field, gbench=gbench, reach=reach,
+               gbench_median=gbench_median,
                ratio=ratio, table=table, cell=cell, column=column, grep=grep, span=span,
                median=statistics.median, min=min, max=max, abs=abs, len=len, sorted=sorted, sum=sum, float=float,
                round=round, E2E=E2E, TORCH=TORCH, GPU=GPU, DGT=DGT)
@@ -609,8 +630,116 @@ def gen_dgt_table(name: str) -> str:
     return "\n".join(out)
 
 
+# Encode goals of bench_codec (fp32 input per second against memcpy's), from the study.
+CODEC_GOALS = {"fp16": 0.5, "qsgd2": 0.35, "qsgd4": 0.35, "qsgd8": 0.5, "onebit": 0.35}
+
+
+def gen_codec_table(p: str) -> str:
+    """bench_codec's medians: GB/s of fp32 input (CPU time) of each codec's encode and decode,
+    against the mean of the run's first and last memcpy, and the encode goals."""
+    med = gbench_medians(p)
+    memcpy = statistics.mean(float(b["bytes_per_second"]) for b in med["memcpy"])
+    out = ["| codec | wire MiB | encode GB/s | encode / memcpy | decode GB/s | decode / memcpy | goal |",
+           "|---|---|---|---|---|---|---|"]
+    for name in [n.split("/", 1)[1] for n in med if n.startswith("encode/")]:
+        enc, dec = med[f"encode/{name}"][0], float(med[f"decode/{name}"][0]["bytes_per_second"])
+        rate = float(enc["bytes_per_second"])
+        goal = CODEC_GOALS.get(name)
+        verdict = "" if goal is None else f">= {goal}x: " + ("met" if rate / memcpy >= goal else "**missed**")
+        out.append(f"| {name} | {enc['wire_MiB']:.2f} | {rate / 1e9:.2f} | {rate / memcpy:.2f}x "
+                   f"| {dec / 1e9:.2f} | {dec / memcpy:.2f}x | {verdict} |")
+    return "\n".join(out)
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
+
+
+def _collective_medians(p: str) -> dict[tuple, dict]:
+    """bench_collective's medians by (collective, codec, bytes), whatever link prefixes the names."""
+    out = {}
+    for name, b in gbench_medians(p).items():
+        if b[0]["time_unit"] != "ms":
+            raise ClaimError(f"{p}: {name} is timed in {b[0]['time_unit']}, not ms")
+        coll, codec, nbytes = name.rsplit("/", 3)[-3:]
+        out[(coll, codec, int(nbytes))] = b[0]
+    return out
+
+
+def gen_collective_table(p: str, codec: str = "fp32") -> str:
+    """bench_collective's medians: MB/s (10^6 bytes of the unit per second of the slowest rank)
+    of each collective per unit size, the fastest in bold, and the ring against MPI_Allreduce."""
+    med = {k: float(b["bytes_per_second"]) for k, b in _collective_medians(p).items() if k[1] == codec}
+    colls = list(dict.fromkeys(c for c, _, _ in med))
+    sizes = sorted({s for *_, s in med})
+    out = ["| size | " + " | ".join(colls) + " | ring / MPI_Allreduce |", "|" + "---|" * (len(colls) + 2)]
+    for s in sizes:
+        row = [med[(c, codec, s)] for c in colls]
+        cells = [f"**{v / 1e6:.0f}**" if v == max(row) else f"{v / 1e6:.0f}" for v in row]
+        ring = med[("ring", codec, s)] / med[("mpi_allreduce", codec, s)]
+        out.append(f"| {_size(s)} | " + " | ".join(cells) + f" | {ring:.2f}x |")
+    return "\n".join(out)
+
+
+def _ms(t: float) -> str:
+    """Milliseconds to three digits, without an exponent."""
+    return f"{t:.0f}" if t >= 100 else f"{t:.3g}"
+
+
+def gen_throttled_codecs(p: str, unthrottled: str, codecs: str) -> str:
+    """bench_collective over 1 Gbit/s per-peer links (file p): ms per all-reduce of each
+    collective x codec and each codec's speed-up over the first, then the ring's wire time (the
+    bytes on its busiest link over 125 MB/s: 1.5 units for fp32, 1 for a lossy codec, whose
+    chunks go straight to their owners, one per link at once; the codec's wire size from
+    bench_codec file `codecs`) and the same all-reduces unthrottled."""
+    med, plain = _collective_medians(p), _collective_medians(unthrottled)
+    colls = list(dict.fromkeys(c for c, _, _ in med))
+    names = list(dict.fromkeys(k for _, k, _ in med))
+    (size,) = {s for *_, s in med}
+    head = ["collective"] + names + [f"{k} speed-up" for k in names[1:]]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def row(label, times, speed_ups=True):
+        sped = [f"{times[0] / t:.2f}x" if speed_ups else "" for t in times[1:]]
+        out.append(f"| {label} | " + " | ".join(_ms(t) for t in times) + " | " + " | ".join(sped) + " |")
+
+    for c in colls:
+        row(c, [float(med[(c, k, size)]["real_time"]) for k in names])
+    wire = gbench_medians(codecs)
+    units = [(1.5 if k == "fp32" else 1.0) * float(wire[f"encode/{k}"][0]["wire_MiB"]) * 2**20 for k in names]
+    row("ring: wire time (model)", [u / 125e3 for u in units])
+    for c in colls:
+        row(f"{c}, unthrottled", [float(plain[(c, k, size)]["real_time"]) for k in names], speed_ups=False)
+    return "\n".join(out)
+
+
+# Per byte of the unit, 4 ranks, the bytes of the busiest link summed over a collective's phases
+# (no phase overlapping the next): per-peer links, and one NIC per rank.
+LINK_LOAD = {"ring": (1.5, 1.5), "reduce-broadcast": (0.5, 1.5), "hierarchical:2": (3.0, 3.0),
+             "hybrid": (1.5, 1.5), "ps": (2.0, 4.0)}
+
+
+def gen_throttled_fp32(peer: str, nic: str) -> str:
+    """bench_collective's fp32 ms per all-reduce over 1 Gbit/s per-peer links (file peer) and one
+    NIC per rank (file nic) at each size, with the bandwidth model at the largest (LINK_LOAD's
+    bytes over 125 MB/s)."""
+    meds = [_collective_medians(p) for p in (peer, nic)]
+    colls = list(dict.fromkeys(c for c, _, _ in meds[0]))
+    sizes = sorted({s for *_, s in meds[0]})
+    head = ["collective"] + [f"{_size(s)} {w}" for w in ("per-peer", "/nic") for s in sizes] + \
+           [f"{_size(sizes[-1])} {w} model" for w in ("per-peer", "/nic")]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for c in colls:
+        cells = [_ms(float(m[(c, 'fp32', s)]['real_time'])) for m in meds for s in sizes]
+        model = [f"{f * sizes[-1] / 125e3:.0f}" for f in LINK_LOAD[c]]
+        out.append(f"| {c} | " + " | ".join(cells + model) + " |")
+    return "\n".join(out)
+
+
 GENERATORS = {"headline": gen_headline, "md_table": gen_md_table, "codec_accuracy": gen_codec_accuracy,
-              "torch_table": gen_torch_table, "dgt_table": gen_dgt_table, "e2e_table": gen_e2e_table}
+              "torch_table": gen_torch_table, "dgt_table": gen_dgt_table, "e2e_table": gen_e2e_table,
+              "codec_table": gen_codec_table, "collective_table": gen_collective_table,
+              "throttled_codecs": gen_throttled_codecs, "throttled_fp32": gen_throttled_fp32}
 
 
 # ---------------------------------------------------------------------------------------------
