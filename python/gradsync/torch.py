@@ -84,6 +84,15 @@ def _zero_grad_default(optimizer):
     return False
 
 
+def _eager(fn):
+    """fn with torch.compile's tracing off (PyTorch 2.x). gradsync's forward pre-hooks step the
+    optimizer from inside a compiled model's forward: there dynamo would trace and compile that
+    step too (inductor rounds its fused update otherwise than PyTorch's eager one), and compile it
+    again for each module's subset of the parameters."""
+    disable = getattr(getattr(torch, "compiler", None), "disable", None)
+    return disable(fn) if disable is not None else fn
+
+
 class _Stepper:
     """Steps the wrapped optimizer for some parameters only, with the hyperparameters of the
     iteration whose gradients they hold: the optimizer's own step, its param_groups narrowed to
@@ -99,6 +108,7 @@ class _Stepper:
         # A scheduler may change the learning rate after step(): the steps still to come use these.
         self.hyper = [{k: v for k, v in g.items() if k != "params"} for g in self.optimizer.param_groups]
 
+    @_eager
     def __call__(self, indices):
         groups = self.optimizer.param_groups
         subsets = [[] for _ in groups]
@@ -138,7 +148,9 @@ class DistributedOptimizer:
     backward_passes_per_step: backward passes accumulated into one step (gradient accumulation).
     timeout: seconds to wait for a peer before PeerError. link: an emulated link ("1gbit",
     "300mbit+50us") between ranks (gradsync's Throttled transport). inflight_units, credit_bytes,
-    seed, check_finite: gradsync::Options. trace: record each unit's times (trace()).
+    seed, check_finite: gradsync::Options (check_finite=False with a torch.amp.GradScaler, which
+    skips the steps whose gradients overflow; not with an ef+ codec). trace: record each unit's
+    times (trace()).
 
     At construction every rank checks its model against rank 0's (a difference raises PeerError
     naming the parameter) and takes rank 0's parameters and buffers. Batch-norm running
@@ -214,7 +226,8 @@ class DistributedOptimizer:
     def zero_grad(self, set_to_none=None):
         """Zeroes the optimized parameters' gradients, each right after its pending optimizer step.
         set_to_none: as the wrapped optimizer's zero_grad() defaults (PyTorch 2.x: True, 1.13:
-        False), so a loop computes what it computes without gradsync."""
+        False), so a loop computes what it computes without gradsync. After synchronize() with no
+        step() since (a GradScaler skipped it), drops those gradients unstepped."""
         if set_to_none is None:
             set_to_none = self._zero_to_none
         self._core.zero_grad(bool(set_to_none))

@@ -202,19 +202,87 @@ def test_autocast_bf16(world):
     compare(batches(world[0], 4), loop=loop)
 
 
-@pytest.mark.skipif(not hasattr(torch, "compile"), reason="torch.compile is PyTorch 2.x")
-def test_compiled_model(world):
-    """torch.compile(model): the module hooks run at graph breaks, the gradient hooks after the
-    compiled backward; the weights are DDP's on the same compiled model."""
+@pytest.mark.skipif(not hasattr(torch.amp, "GradScaler"), reason="torch.amp.GradScaler (for the CPU) is PyTorch 2.3+")
+def test_autocast_fp16_with_grad_scaler(world):
+    """fp16 compute with dynamic loss scaling, the documented order: scaled backward ->
+    synchronize() -> unscale_ -> clip -> scaler.step -> update. The scale starts too high, so the
+    first iteration's gradients overflow; the last rank's loss is infinite in the fourth. The scaler
+    skips those steps on every rank (the aggregate carries one rank's inf to all), as under DDP."""
+    last = world[1] - 1
+
+    def loop(net, opt, data, no_sync):
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**18, growth_interval=2)
+        scales = []
+        for i, (x, y) in enumerate(data):
+            opt.zero_grad()
+            with torch.autocast("cpu", dtype=torch.float16):
+                loss = F.cross_entropy(net(x), y)
+            if i == 3 and world[0] == last:
+                loss = loss * float("inf")
+            scaler.scale(loss).backward()
+            if hasattr(opt, "synchronize"):
+                opt.synchronize()
+            scaler.unscale_(opt)
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            scaler.step(opt)
+            scaler.update()
+            scales.append(scaler.get_scale())
+        return scales
+
+    data = batches(world[0], 6)
+    ours, ddp = run_gradsync(data, loop=loop, check_finite=False), run_ddp(data, loop=loop)
+    assert_matches_ddp(ours, ddp)
+    assert ours.losses == ddp.losses, f"the scale after each step: {ours.losses}, under DDP {ddp.losses}"
+    skipped = [i for i, (before, after) in enumerate(zip([2.0**18] + ours.losses, ours.losses)) if after < before]
+    assert 0 in skipped and 3 in skipped, f"the scale after each step: {ours.losses}"
+
+
+def compiled_loop(backend):
+    """The plain loop on torch.compile(net), compiled afresh: dynamo's cache of earlier runs'
+    code does not tell their models' graph breaks apart."""
     import torch._dynamo
 
     def loop(net, opt, data, no_sync):
-        compiled = torch.compile(net, backend="aot_eager")
+        torch._dynamo.reset()
+        compiled = torch.compile(net, backend=backend)
         for x, y in data:
             F.cross_entropy(compiled(x), y).backward()
             opt.step()
             opt.zero_grad()
         return []
+    return loop
 
-    torch._dynamo.reset()
-    compare(batches(world[0], 3), loop=loop)
+
+@pytest.mark.skipif(not hasattr(torch, "compile"), reason="torch.compile is PyTorch 2.x")
+def test_compiled_model(world):
+    """torch.compile(model) with a backend that keeps PyTorch's kernels: the module hooks run at
+    graph breaks, the gradient hooks after the compiled backward; the weights are DDP's on the
+    same compiled model."""
+    compare(batches(world[0], 3), loop=compiled_loop("aot_eager"))
+
+
+def break_before_modules_with_parameters():
+    """The ConvNet, its compiled forward split where gradsync's hooks split it: before each module
+    that owns parameters (where gradsync steps them)."""
+    import torch._dynamo
+
+    net = model()
+    for m in net.modules():
+        if next(m.parameters(recurse=False), None) is not None:
+            m.register_forward_pre_hook(lambda *_: torch._dynamo.graph_break())
+    return net
+
+
+@pytest.mark.skipif(not hasattr(torch, "compile"), reason="torch.compile is PyTorch 2.x")
+def test_compiled_model_inductor(world):
+    """torch.compile's default backend fuses each graph's operations into kernels of its own, whose
+    fp32 rounding depends on where the graph ends. gradsync's hooks end one before each module with
+    parameters (they step its optimizer there, so that step overlaps the rest of the forward): the
+    weights are DDP's on the compiled model split at the same places, and within fp32 rounding of
+    DDP's on the whole compiled model. The optimizer steps run in eager PyTorch, not compiled."""
+    data, loop = batches(world[0], 4), compiled_loop("inductor")
+    ours = run_gradsync(data, loop=loop)
+    assert_matches_ddp(ours, run_ddp(data, loop=loop, make_model=break_before_modules_with_parameters))
+    whole = run_ddp(data, loop=loop)
+    for i, (a, b) in enumerate(zip(ours.weights + ours.state, whole.weights + whole.state)):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-6), f"tensor {i}: {(a - b).abs().max().item():.3g} from DDP"

@@ -124,8 +124,11 @@ class Attachment final : private AccumulationHooks::Listener {
   }
 
   /// Zeroes the optimized parameters' gradients (set_to_none: makes them undefined), each right
-  /// after its optimizer step where that is still to come.
+  /// after its optimizer step where that is still to come. After synchronize() with no step()
+  /// since, the mean gradients are discarded unstepped, as zeroing them without gradsync would
+  /// (a GradScaler skips the step of an iteration whose gradients overflowed).
   void zero_grad(bool set_to_none = false) {
+    if (finished_early_) discard_iteration();
     for (std::size_t p = 0; p < slots_.size(); ++p) {
       Slot& s = slots_[p];
       if (!model_.parameters[p].optimized) continue;
@@ -249,6 +252,16 @@ class Attachment final : private AccumulationHooks::Listener {
     s.landed = true;
   }
 
+  /// Ends the iteration synchronize() landed without stepping it: the next backward starts afresh.
+  void discard_iteration() {
+    for (std::size_t p : trainable_) {
+      Slot& s = slots_[p];
+      drop_made_zeros(p);
+      s = Slot{.trainable = true, .layer = s.layer};
+    }
+    finished_early_ = false;
+  }
+
   /// Hands over what is left and ends the iteration (no wait).
   void finish() {
     if (!sync_) build();
@@ -283,9 +296,7 @@ class Attachment final : private AccumulationHooks::Listener {
     if (todo.empty()) return;
     for (std::size_t p : todo) sync_->wait_for(slots_[p].layer);
     for (std::size_t p : todo) take_landed(p);
-    for (std::size_t p : todo)
-      if (slots_[p].made_grad && all_zero(model_.parameters[p].tensor.grad()))
-        model_.parameters[p].tensor.mutable_grad().reset();  // no rank had a gradient: none, as DDP leaves it
+    for (std::size_t p : todo) drop_made_zeros(p);
     std::vector<std::size_t> stepped;
     for (std::size_t p : todo)
       if (model_.parameters[p].optimized) stepped.push_back(p);
@@ -298,6 +309,12 @@ class Attachment final : private AccumulationHooks::Listener {
       s.made_grad = false;
       s.handed_grad.reset();
     }
+  }
+
+  /// A parameter finish() gave zeros for that no rank had a gradient for: none, as DDP leaves it.
+  void drop_made_zeros(std::size_t p) {
+    if (slots_[p].made_grad && all_zero(model_.parameters[p].tensor.grad()))
+      model_.parameters[p].tensor.mutable_grad().reset();
   }
 
   void clear_grad(std::size_t p, Zero how) {
