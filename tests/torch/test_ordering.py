@@ -1,6 +1,8 @@
 """P3's point, seen from PyTorch: on a slow link the first layer's forward pass of the next
 iteration starts while the last layer's units of the previous one are still on the wire - also
-in a model compiled with torch.compile's default backend, where gradsync's hooks run at graph breaks."""
+in a model compiled with torch.compile, where gradsync's hooks run at dynamo's graph breaks (the
+same breaks with every backend: aot_eager here, since inductor's first compile takes most of a
+minute on a loaded 2-core machine)."""
 import time
 
 import pytest
@@ -11,7 +13,7 @@ import gradsync.torch as gs
 from helpers import batches, model, sgd
 
 
-@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "inductor"])
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 def test_forward_starts_before_the_last_unit_arrives(world, compiled):
     if world[1] == 1:
         pytest.skip("needs 2 or more ranks")
@@ -25,7 +27,7 @@ def test_forward_starts_before_the_last_unit_arrives(world, compiled):
     with gs.DistributedOptimizer(sgd(net.parameters()), net, slicing="fixed:40000", link="40mbit",
                                   trace=True) as opt:
         net.conv1.register_forward_pre_hook(lambda *_: starts.append(time.monotonic_ns()))  # after gradsync's hook
-        run = torch.compile(net) if compiled else net
+        run = torch.compile(net, backend="aot_eager") if compiled else net
         for x, y in batches(world[0], 4, classes=3000):
             F.cross_entropy(run(x), y).backward()
             opt.step()
