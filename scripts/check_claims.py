@@ -520,6 +520,37 @@ def _e2e_lossy_table() -> str:
     return "\n".join(out)
 
 
+def _e2e_round_cell(policy: str):
+    """A cell of one policy's median over rounds, its ratio to DDP's and "<=" where every round was
+    at or below DDP's (rounds.py)."""
+    def cell(p, match):
+        q = run(p, policy=policy, **match)
+        if not q.get("ok", True) or q.get("iteration_s") is None:
+            return "failed"
+        if q.get("ratio_to_ddp") is None:
+            return f"{q['iteration_s']:.3f}"
+        mark = " <=" if q.get("at_or_below_ddp") else ""
+        return f"{q['iteration_s']:.3f} ({q['ratio_to_ddp']:.2f}{mark})"
+    return cell
+
+
+def _e2e_rounds_table(sub: str) -> str:
+    """A sweep with --rounds against DDP on PyTorch 2.x: medians, ratios with the rounds' verdict,
+    what synchronizing adds (overhead) and the CPU it takes, P3 against DDP."""
+    p = f"{E2E}/{sub}/results.json"
+    rows = [((E2E_MODELS[m] if k == 0 else "", l), p, {"model": m, "link": l})
+            for m in E2E_MODELS for k, l in enumerate(E2E_LINKS) if runs(p, model=m, link=l)]
+    cols = [("compute", None), ("ddp-compute", None), _e2e_round_cell("default"), _e2e_round_cell("wfbp"),
+            _e2e_round_cell("p3"), ("ddp", None), _e2e_pair(("p3", "ddp")), _e2e_pair(("p3", "ddp"), "cpu_s"),
+            _e2e_pair(("p3", "ddp"), "cpu_overhead_s"),
+            _e2e_pair(("p3", "ddp"), "others_cores", 2)]
+    head = ["model", "link", "gradsync compute only", "DDP compute only", "default (x DDP)", "WFBP (x DDP)",
+            "P3 `fixed:40000` (x DDP)", "DDP", "overhead P3 / DDP (s)", "CPU per iteration P3 / DDP (s)",
+            "CPU less own compute's P3 / DDP (s)",
+            "other cores busy P3 / DDP"]
+    return runs_table(head, rows, cols, 3, key="policy")
+
+
 def gen_e2e_table(name: str) -> str:
     """The tables of benchmarks/e2e/README.md, from the sweeps' results.json (report.py)."""
     r = lambda sub: f"{E2E}/{sub}/results.json"
@@ -535,6 +566,8 @@ def gen_e2e_table(name: str) -> str:
         return _e2e_default_table()
     if name == "lossy":
         return _e2e_lossy_table()
+    if name.startswith("rounds:"):
+        return _e2e_rounds_table(name.split(":", 1)[1])
     if name == "compute":
         rows = [((m, l), r(f"2026-11-27-compute/{m}-n2"), {"model": m, "link": l})
                 for m in E2E_MODELS for l in ("unlimited", "300mbit")]

@@ -14,7 +14,8 @@ Definitions (per model and link; N ranks, P parameters, b bits per element on th
              next to the communication (gradsync only; compare with compute only)
   CPU        median CPU seconds per iteration of rank 0's whole process (every thread: compute,
              gradsync's executors or DDP's reducer, MPI's or gloo's, the kernel's TCP work charged
-             to it); x DDP CPU: its ratio to DDP's on the same link
+             to it), with rounds the median of the rounds'; x DDP CPU: its ratio to DDP's;
+             results.json's cpu_overhead_s: CPU less that of the same trainer's compute only
   wire       2 (N-1)/N * P * b / 8 bytes that each rank must send per iteration (ring all-reduce,
              and a parameter server sharded over all ranks alike), over the link rate (tc's
              nominal rate; for an unlimited link the rate one TCP stream measured)
@@ -197,6 +198,7 @@ def analyse(root, accuracy=None):
         c = compute.get((r["model"], r["link"], "ddp-compute" if r["kind"] == "ddp" else "compute"))
         r["compute_only_s"] = c["iteration_s"] if c else None
         r["overhead_s"] = r["iteration_s"] - c["iteration_s"] if c else None
+        r["cpu_overhead_s"] = r["cpu_s"] - c["cpu_s"] if c and r["cpu_s"] and c["cpu_s"] else None
         parts = [x for x in (r["compute_only_s"], r["wire_s"]) if x]
         r["bound_s"] = max(parts) if parts else None
         r["ratio_to_bound"] = r["iteration_s"] / r["bound_s"] if r["bound_s"] else None

@@ -10,8 +10,8 @@ import statistics
 
 def merge_rounds(runs, key):
     """One entry per key(run), in the order the keys first appear: iteration_s is the median of its
-    rounds' medians, round_seconds all of them, spread_s their [min, max], rounds how many ran.
-    The other fields are those of the round nearest the median (its busy time, link samples,
+    rounds' medians, round_seconds all of them, spread_s their [min, max], rounds how many ran,
+    cpu_s (where every round has it) the median of the rounds' CPU seconds. The other fields are those of the round nearest the median (its busy time, link samples,
     time to accuracy; of two as near, the earlier); a failed round fails the entry, which then
     shows that round's fields."""
     points = {}
@@ -26,8 +26,12 @@ def merge_rounds(runs, key):
         seconds = [r["iteration_s"] for r in rounds]
         median = statistics.median(seconds)
         nearest = min(rounds, key=lambda r: abs(r["iteration_s"] - median))
-        merged.append({**nearest, "iteration_s": median, "rounds": len(rounds), "round_seconds": seconds,
-                       "spread_s": [min(seconds), max(seconds)]})
+        entry = {**nearest, "iteration_s": median, "rounds": len(rounds), "round_seconds": seconds,
+                 "spread_s": [min(seconds), max(seconds)]}
+        cpu = [r.get("cpu_s") for r in rounds]
+        if all(c is not None for c in cpu):
+            entry["cpu_s"] = statistics.median(cpu)
+        merged.append(entry)
     return merged
 
 
