@@ -107,16 +107,6 @@ struct TracedUnit {
   std::int64_t ready_ns, started_ns, finished_ns;
 };
 
-/// Refuses an error-feedback codec without the non-finite check: a NaN or Inf it let through (what
-/// loss scaling expects, and skips the step of) would stay in the residual and reach every later
-/// gradient, so a GradScaler would skip every step from then on.
-void check_finite_or_no_error_feedback(const std::string& codec, bool check_finite) {
-  if (!check_finite && codec.starts_with("ef+"))
-    throw gs::ConfigError("gradsync: codec '" + codec + "' keeps an error-feedback residual, and with check_finite="
-                          "False one non-finite gradient (an overflow a GradScaler skips) would stay in it and make "
-                          "every later gradient non-finite: use the codec without 'ef+', or keep check_finite");
-}
-
 class Replica;
 std::set<Replica*>& live() {
   static std::set<Replica*> replicas;
@@ -143,7 +133,6 @@ class Replica {
     // Policies first: a bad name fails on every rank alike, before any rank waits for another.
     const bool tune = s.slicing == "auto";
     Attachment::Config config{gs::AnySynchronizer::parse({tune ? "whole" : s.slicing, s.priority, s.codec, s.collective})};
-    check_finite_or_no_error_feedback(s.codec, s.check_finite);
     gs::collective::check_accepts(config.policies.collective, config.policies.codec);
     if (tune) {
       if (s.inflight_units || s.credit_bytes)
@@ -474,7 +463,6 @@ PYBIND11_MODULE(_C, m) {
   py::class_<HookReducer>(m, "HookReducer")
       .def(py::init([](std::string codec, std::string collective, std::uint64_t seed, bool check_finite,
                        double timeout_s) {
-             check_finite_or_no_error_feedback(codec, check_finite);
              return std::make_unique<HookReducer>(Config{std::move(codec), std::move(collective), seed, check_finite},
                                                   timeout_s);
            }),

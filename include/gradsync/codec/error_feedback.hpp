@@ -1,7 +1,8 @@
 #pragma once
 /// ErrorFeedback<C>: residual memory around any lossy codec. Encode sends C(g + e) and keeps
 /// e' = (g + e) - decode(C(g + e)) in the unit's residual (EncodeContext::residual), so the
-/// codec's error is re-sent later instead of lost. The wire form is C's own; without a residual
+/// codec's error is re-sent later instead of lost; when g + e holds a NaN or Inf, the residual
+/// stays as it was. The wire form is C's own; without a residual
 /// (a partial sum re-encoded by a collective) it is exactly C.
 ///
 /// \code
@@ -19,6 +20,8 @@
 #include "../core/error.hpp"
 #include "concept.hpp"
 #include "detail/elementwise.hpp"
+#include "identity.hpp"
+#include "memory.hpp"
 
 namespace gradsync::codec {
 
@@ -47,6 +50,9 @@ struct ErrorFeedback {
     EncodeContext plain = ctx;
     plain.residual = {};
     const std::size_t bytes = inner.encode(corrected, out, plain);
+    // An overflow (a loss scaler's, whose step is then skipped) goes on the wire for every rank to
+    // see, but stays out of the residual, which would otherwise carry it into every later unit.
+    if (first_non_finite(Identity{}, corrected)) return bytes;
     inner.decode(out.first(bytes), e);
     detail::for_each_index(thrust::host, in.size(), detail::ErrorKernel{corrected.data(), e.data()});
     return bytes;
