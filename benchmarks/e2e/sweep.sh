@@ -14,6 +14,7 @@ REPO=$(cd "$E2E_DIR/../.." && pwd)
 source "$E2E_DIR/topology.sh"
 source "$E2E_DIR/policies.sh"
 source "$E2E_DIR/record.sh"
+declare -A POLICY_TRAINER=() # --trainer-of
 
 models=vgg11,resnet20 width=1 nodes=2 links=unlimited,10gbit,1gbit,300mbit policies=$ALL_POLICIES
 iterations=12 warmup=2 batch=32 threads=1 rounds=1 run_timeout=900 install=1 trace=0
@@ -46,6 +47,9 @@ usage: sweep.sh [options]
   --eval-every N     evaluate every N iterations (and at every epoch's end, on the whole test set)
   --eval-samples N   those evaluations on the last N test samples only (default: all 10,000)
   --trainer PATH     gradsync-train (default build/default/trainer/gradsync-train)
+  --trainer-of NAME=PATH  run policy NAME with another gradsync-train build, e.g. the commit before
+                     a change beside it in the same alternating rounds (repeatable; with --define:
+                     --define p3-old='<p3's flags>' --trainer-of p3-old=/tmp/old/gradsync-train)
   --python PATH      the interpreter DDP runs under (default $python: Debian's PyTorch on OpenBLAS;
                      a venv's, e.g. ~/.cache/gradsync/venv-torch-2.15.0/bin/python, for PyTorch 2.x)
   --out DIR          results (default build/e2e/<date>-<time>)
@@ -67,6 +71,11 @@ while [ $# -gt 0 ]; do
       [ $# -ge 2 ] || die "$1 needs a value"
       opt=${1#--}
       printf -v "${opt//-/_}" %s "$2"
+      shift 2
+      ;;
+    --trainer-of)
+      [ $# -ge 2 ] && [[ $2 == ?*=?* ]] || die "--trainer-of needs NAME=PATH"
+      POLICY_TRAINER[${2%%=*}]=${2#*=}
       shift 2
       ;;
     --define)
@@ -111,6 +120,10 @@ for m in "${model_list[@]}"; do
 done
 for l in "${link_list[@]}"; do
   [[ $l == unlimited || $l =~ ^[0-9]+(k|m|g)bit$ ]] || die "unknown link '$l' (valid: unlimited, or a tc rate like 300mbit, 1gbit)"
+done
+for p in "${!POLICY_TRAINER[@]}"; do
+  [ -n "${POLICY_BITS[$p]:-}" ] && [ -z "${DDP_HOOK[$p]:-}" ] || die "--trainer-of $p: not a gradsync policy (--define it first)"
+  [ -x "${POLICY_TRAINER[$p]}" ] || die "--trainer-of $p: no executable at ${POLICY_TRAINER[$p]}"
 done
 with_ddp=0
 for p in "${policy_list[@]}"; do
@@ -212,7 +225,7 @@ gradsync_run() { # tag link policy
   local tag=$1 extra=()
   [ $trace = 1 ] && extra=(--trace "$out/raw/$tag.trace.json")
   measure "$tag" "$2" "$3" gradsync topo_mpirun "$out/raw/$tag.log" -np "$nodes" --host "$(topo_hosts)" \
-    "$trainer" "${train[@]}" ${POLICY_FLAGS[$3]} "${no_eval[@]}" -q --metrics "$out/raw/$tag.json" "${extra[@]}"
+    "${POLICY_TRAINER[$3]:-$trainer}" "${train[@]}" ${POLICY_FLAGS[$3]} "${no_eval[@]}" -q --metrics "$out/raw/$tag.json" "${extra[@]}"
 }
 
 ddp_port=29500
@@ -252,6 +265,7 @@ main() {
   record_machine
   record rounds="$rounds" iterations="$iterations" warmup="$warmup" batch="$batch" threads="$threads" dataset="$dataset" \
     ddp_python="$python" ddp_torch="${peer:-}"
+  for p in "${!POLICY_TRAINER[@]}"; do record trainer_of="$p=${POLICY_TRAINER[$p]}"; done
   for link in "${link_list[@]}"; do
     topo_shape all "$link"
     bps=$(topo_linkspeed 0 1 1)

@@ -1,51 +1,49 @@
 // detail::Backoff: a few polls back to back, then sleeps that grow from first_sleep by half each
-// time up to max_sleep. Sleeping lasts at least what was asked, so lower bounds are exact; the one
-// upper bound is far above what the cap allows and far below what uncapped growth would take.
-// (That spins do not sleep, and that a reset starts over, only an upper bound on short sleeps
-// could show: not asserted, a loaded machine would break it.)
+// time up to 200 us. next() gives the schedule exactly; pause() sleeps it (sleeping lasts at least
+// what was asked, so only its lower bound is asserted: a loaded machine stretches any sleep).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include <gradsync/detail/backoff.hpp>
 
 using gradsync::detail::Backoff;
 using namespace std::chrono_literals;
-using clock_type = std::chrono::steady_clock;
+using us = std::chrono::microseconds;
 
 namespace {
-/// The sleeps of pauses spins+1 .. spins+n, as documented.
-std::chrono::microseconds documented_sleeps(int n) {
-  std::chrono::microseconds total{0}, sleep = Backoff::first_sleep;
-  for (int i = 0; i < n; ++i) {
-    total += sleep;
-    sleep = std::min(sleep + sleep / 2, Backoff::max_sleep);
-  }
-  return total;
-}
-/// How long `n` pauses of `b` take.
-clock_type::duration pauses(Backoff& b, int n) {
-  const auto t0 = clock_type::now();
-  for (int i = 0; i < n; ++i) b.pause();
-  return clock_type::now() - t0;
+std::vector<us> schedule(Backoff& b, int n) {
+  std::vector<us> out;
+  for (int i = 0; i < n; ++i) out.push_back(b.next());
+  return out;
 }
 }  // namespace
 
-TEST_CASE("backoff sleeps at least the documented schedule once its spins are used up") {
+TEST_CASE("backoff: spins first, then sleeps growing by half up to 200 us") {
   static_assert(Backoff::first_sleep < Backoff::max_sleep);
   Backoff b;
-  const int spins = static_cast<int>(Backoff::spins);
-  // The sleeps after the spins: 20, 30, 45, 67, 100, 150, 200, 200, ... us.
-  REQUIRE(documented_sleeps(8) == std::chrono::microseconds(20 + 30 + 45 + 67 + 100 + 150 + 200 + 200));
-  REQUIRE(pauses(b, spins + 8) >= documented_sleeps(8));
+  std::vector<us> expected(Backoff::spins, us{0});
+  for (long s : {20, 30, 45, 67, 100, 150, 200, 200, 200}) expected.push_back(us{s});
+  CHECK(schedule(b, static_cast<int>(expected.size())) == expected);
 }
 
-TEST_CASE("backoff's sleeps stop growing at max_sleep") {
+TEST_CASE("backoff starts over when assigned a fresh one") {
   Backoff b;
-  // 200 sleeps: at most 200 x 200 us = 40 ms with the cap; uncapped, the 40th alone would last
-  // 20 us x 1.5^39, over 100 s.
-  const auto took = pauses(b, static_cast<int>(Backoff::spins) + 200);
-  REQUIRE(took >= documented_sleeps(200));
-  REQUIRE(took < 30s);
+  schedule(b, static_cast<int>(Backoff::spins) + 40);
+  CHECK(b.next() == Backoff::max_sleep);
+  b = {};
+  CHECK(schedule(b, static_cast<int>(Backoff::spins) + 2).back() == 30us);
+}
+
+TEST_CASE("backoff's pause sleeps at least what next() gives") {
+  Backoff b, twin;
+  const int n = static_cast<int>(Backoff::spins) + 8;
+  us documented{0};
+  for (int i = 0; i < n; ++i) documented += twin.next();
+  REQUIRE(documented == us(20 + 30 + 45 + 67 + 100 + 150 + 200 + 200));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) b.pause();
+  REQUIRE(std::chrono::steady_clock::now() - t0 >= documented);
 }

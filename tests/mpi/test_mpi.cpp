@@ -3,6 +3,8 @@
 // layer sizes, identically on every rank. Each test case is collective: all ranks run it.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <thread>
 
 #include <gradsync/gradsync.hpp>
@@ -103,6 +105,53 @@ TEST_CASE("mpi transport: a receive given up is taken back, so the next message 
     CHECK(t.recv(left, 10, into(got)) == sizeof got);  // a receive left posted would have taken it
     CHECK(got == left * 10 + i);
   }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("mpi transport: threads that wait at once each get their own message in any order; one giving up leaves the rest waiting") {
+  transport::Mpi t(MPI_COMM_WORLD, 10s);
+  const int n = t.size(), r = t.rank(), right = (r + 1) % n, left = (r + n - 1) % n;
+  constexpr int waiters = 4;
+  constexpr std::size_t big = 3 << 20;  // over the eager limit: MPI's rendezvous, moved only by polling
+  std::vector<int> got(waiters, -1);
+  std::vector<std::vector<float>> in(2, std::vector<float>(big / sizeof(float)));
+  std::vector<std::vector<float>> out(2, std::vector<float>(big / sizeof(float)));
+  for (int k = 0; k < 2; ++k) std::ranges::fill(out[k], static_cast<float>(r * 10 + k));
+  std::atomic<int> waiting{0};
+  std::atomic<bool> gave_up{false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < waiters; ++i)
+    threads.emplace_back([&, i] {
+      auto posted = t.post_recv(left, 40 + i, std::as_writable_bytes(std::span(&got[i], 1)));
+      ++waiting;
+      if (!t.wait_recv(posted, 10s)) t.unpost_recv(posted);
+    });
+  threads.emplace_back([&] {  // waits for a message that never comes, among the others
+    int never = 0;
+    auto posted = t.post_recv(left, 49, std::as_writable_bytes(std::span(&never, 1)));
+    ++waiting;
+    gave_up = !t.wait_recv(posted, 100ms);
+    t.unpost_recv(posted);
+  });
+  for (int k = 0; k < 2; ++k)  // large messages both ways, sent and received by threads of their own
+    threads.emplace_back([&, k] {
+      auto posted = t.post_recv(left, 50 + k, std::as_writable_bytes(std::span(in[k])));
+      const auto id = t.send_async(right, 50 + k, std::as_bytes(std::span(out[k])));
+      ++waiting;
+      t.wait_sent(id);
+      if (!t.wait_recv(posted, 10s)) t.unpost_recv(posted);
+    });
+  while (waiting.load() < waiters + 3) std::this_thread::sleep_for(1ms);
+  std::this_thread::sleep_for(150ms);  // the poller's sleeps have grown, and one waiter has given up
+  for (int i = waiters - 1; i >= 0; --i) {  // the last waiter's message first
+    const int v = r * 100 + i;
+    t.send(right, 40 + i, std::as_bytes(std::span(&v, 1)));
+    std::this_thread::sleep_for(20ms);
+  }
+  for (auto& th : threads) th.join();
+  CHECK(gave_up.load());
+  for (int i = 0; i < waiters; ++i) CHECK(got[i] == left * 100 + i);
+  for (int k = 0; k < 2; ++k) CHECK(std::ranges::count(in[k], static_cast<float>(left * 10 + k)) == std::ssize(in[k]));
   MPI_Barrier(MPI_COMM_WORLD);
 }
 

@@ -64,11 +64,15 @@ class RendezvousGroup {
       return id;
     }
     void wait_sent(SendId id) override {
-      if (id == 0) return;
-      std::unique_lock lock(g_.mutex_);
-      if (!g_.taken_[rank_].wait_for(lock, g_.timeout_, [&] { return g_.received_.contains(id); }))
+      if (!wait_sent_for(id, g_.timeout_))
         throw gradsync::PeerError("rendezvous: send " + std::to_string(id) + " never received");
+    }
+    bool wait_sent_for(SendId id, std::chrono::milliseconds wait) override {
+      if (id == 0) return true;
+      std::unique_lock lock(g_.mutex_);
+      if (!g_.taken_[rank_].wait_for(lock, wait, [&] { return g_.received_.contains(id); })) return false;
       g_.received_.erase(id);
+      return true;
     }
     bool test_sent(SendId id) override {
       std::lock_guard lock(g_.mutex_);

@@ -40,6 +40,7 @@ class Leaders final : public transport::Transport {
   }
   void wait_sent(SendId id) override { parent_.wait_sent(id); }
   bool test_sent(SendId id) override { return parent_.test_sent(id); }
+  bool wait_sent_for(SendId id, std::chrono::milliseconds wait) override { return parent_.wait_sent_for(id, wait); }
   std::optional<std::size_t> recv_for(int src, transport::Tag tag, std::span<std::byte> out,
                                       std::chrono::milliseconds wait) override {
     return parent_.recv_for(real(src), tag, out, wait);

@@ -22,13 +22,18 @@ class Backoff {
   static constexpr std::chrono::microseconds first_sleep{20};
   static constexpr std::chrono::microseconds max_sleep{200};
 
-  void pause() {
+  /// How long to wait before the next poll: zero for the first `spins` polls, then growing.
+  std::chrono::microseconds next() {
     if (rounds_ < spins) {
       ++rounds_;
-      return;
+      return std::chrono::microseconds{0};
     }
-    std::this_thread::sleep_for(sleep_);
+    const auto now = sleep_;
     sleep_ = std::min(sleep_ + sleep_ / 2, max_sleep);
+    return now;
+  }
+  void pause() {
+    if (const auto d = next(); d.count() > 0) std::this_thread::sleep_for(d);
   }
 
  private:

@@ -19,10 +19,8 @@
 #include <chrono>
 #include <exception>
 #include <mutex>
-#include <thread>
 #include <vector>
 
-#include "../detail/backoff.hpp"
 #include "transport.hpp"
 #include "wait.hpp"
 
@@ -72,18 +70,11 @@ class Cancellable final : public Transport {
     return id;
   }
   void wait_sent(SendId id) override {
-    const Waiting waiting(*this, destination(id));
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
-    gradsync::detail::Backoff backoff;
-    while (!inner_.test_sent(id)) {
-      throw_if_cancelled();
-      if (std::chrono::steady_clock::now() >= deadline) {
-        const Sent s = forget(id);
-        throw silent_peer(s.dst, s.tag, true);
-      }
-      backoff.pause();
-    }
-    forget(id);
+    const auto sent = in_slices(destination(id), timeout_, [&](std::chrono::milliseconds w) {
+      return inner_.wait_sent_for(id, w) ? std::optional<std::size_t>(0) : std::nullopt;
+    });
+    const Sent s = forget(id);
+    if (!sent) throw silent_peer(s.dst, s.tag, true);
   }
   bool test_sent(SendId id) override { return inner_.test_sent(id); }
   std::optional<std::size_t> recv_for(int src, Tag tag, std::span<std::byte> out,

@@ -18,8 +18,9 @@
 /// calls MPI_Init_thread itself should call
 /// transport::apply_mpi_defaults() first, or pass `--mca btl_tcp_eager_limit 1048640 --mca
 /// btl_tcp_max_send_size 1048640` to mpirun.
-/// Waits poll MPI_Test with detail::Backoff: a few polls back to back, then sleeps of 20-200 us
-/// (no sched_yield: the polling threads leave the cores to the compute threads).
+/// Waits on requests go through detail::MpiWaits (one waiting thread polls for all, with sleeps
+/// that grow while nothing completes); probes poll with detail::Backoff (no sched_yield: polling
+/// threads leave the cores to the compute threads).
 /// Constructing an Mpi is collective (it duplicates the communicator): every rank constructs its
 /// transports in the same order.
 /// Point-to-point traffic goes on a private duplicate of the communicator (the user's own MPI
@@ -39,15 +40,15 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <deque>
 #include <limits>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include "../detail/backoff.hpp"
+#include "mpi_buffered_sends.hpp"
 #include "mpi_session.hpp"
+#include "mpi_waits.hpp"
 #include "transport.hpp"
 
 namespace gradsync::transport {
@@ -88,21 +89,9 @@ class Mpi final : public Transport {
   Mpi(const Mpi&) = delete;
   Mpi& operator=(const Mpi&) = delete;
   ~Mpi() override {
-    // Let buffered sends drain (peers may still be receiving) for a moment: a peer that takes
-    // longer is gone or failing, and MPI delivers freed requests on its own anyway.
-    const auto deadline = std::chrono::steady_clock::now() + std::min(timeout_, std::chrono::milliseconds(1000));
-    gradsync::detail::Backoff backoff;
-    while (!reap_sends() && std::chrono::steady_clock::now() < deadline) backoff.pause();
-    std::lock_guard lock(mutex_);
-    if (!in_flight_.empty()) {
-      // Not taken yet: MPI may still read the buffers, so they (and the communicators) stay
-      // until the process exits.
-      for (auto& s : in_flight_) MPI_Request_free(&s.request);
-      static std::vector<std::vector<std::byte>> abandoned;
-      for (auto& s : in_flight_) abandoned.push_back(std::move(s.bytes));
-      in_flight_.clear();
-      return;  // the communicators may still be in use by those requests
-    }
+    // Buffered sends get a moment to drain (peers may still be receiving): a peer that takes
+    // longer is gone or failing. If some are left, MPI may still use the communicators: kept.
+    if (!sends_.drain(std::chrono::steady_clock::now() + std::min(timeout_, std::chrono::milliseconds(1000)))) return;
     MPI_Comm_free(&p2p_);
     MPI_Comm_free(&coll_);
   }
@@ -119,13 +108,7 @@ class Mpi final : public Transport {
   void send(int dst, Tag tag, std::span<const std::byte> data) override {
     check_peer(dst);
     check_tag(tag);
-    reap_sends();
-    std::vector<std::byte> bytes = take_buffer();
-    bytes.assign(data.begin(), data.end());
-    MPI_Request req;
-    check(MPI_Isend(bytes.data(), count(bytes.size()), MPI_BYTE, dst, static_cast<int>(tag), p2p_, &req), "MPI_Isend", dst);
-    std::lock_guard lock(mutex_);
-    in_flight_.push_back({req, std::move(bytes)});
+    check(sends_.start(data, count(data.size()), dst, static_cast<int>(tag), p2p_), "MPI_Isend", dst);
   }
 
   /// MPI_Isend straight from `data` (no pooled copy), for the ring's fp32 segments.
@@ -138,15 +121,32 @@ class Mpi final : public Transport {
     return store(async_, free_async_, AsyncSend{req, dst, tag});
   }
   void wait_sent(SendId id) override {
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
-    gradsync::detail::Backoff backoff;
-    while (!test_sent(id)) {
-      if (std::chrono::steady_clock::now() >= deadline) {
-        const AsyncSend a = abandon_async(id);
-        throw silent_peer(a.dst, a.tag, true);
-      }
-      backoff.pause();
+    if (wait_sent_for(id, timeout_)) return;
+    AsyncSend a;
+    {
+      std::lock_guard lock(mutex_);
+      a = async_.at(id - 1);
+      abandon(async_[id - 1].request);
+      free_async_.push_back(id - 1);
     }
+    throw silent_peer(a.dst, a.tag, true);
+  }
+  /// Waits through waits_ (one thread polls for every waiting thread of this transport).
+  bool wait_sent_for(SendId id, std::chrono::milliseconds wait) override {
+    if (id == 0) return true;
+    AsyncSend a;
+    {
+      std::lock_guard lock(mutex_);
+      a = async_.at(id - 1);  // a copy (async_ may grow meanwhile): only this caller tests the request
+    }
+    MPI_Status st;
+    if (!waits_.wait(a.request, st, std::chrono::steady_clock::now() + wait)) return false;
+    {
+      std::lock_guard lock(mutex_);
+      free_async_.push_back(id - 1);
+    }
+    check(st.MPI_ERROR, "MPI_Isend", a.dst);
+    return true;
   }
   bool test_sent(SendId id) override {
     if (id == 0) return true;
@@ -240,10 +240,6 @@ class Mpi final : public Transport {
   }
 
  private:
-  struct InFlight {
-    MPI_Request request;
-    std::vector<std::byte> bytes;
-  };
   struct AsyncSend {
     MPI_Request request = MPI_REQUEST_NULL;
     int dst = 0;
@@ -268,23 +264,10 @@ class Mpi final : public Transport {
     throw PeerError(what);
   }
 
-  /// Polls `req` until done or `deadline`; true when done (then `st` is its status).
+  /// Waits for `req` until done or `deadline`; true when done (then `st` is its status, with
+  /// MPI_ERROR set: an error is reported by received() or the caller's check).
   bool wait_until(MPI_Request& req, MPI_Status& st, std::chrono::steady_clock::time_point deadline) {
-    gradsync::detail::Backoff backoff;
-    for (;;) {
-      int done = 0;
-      const int rc = MPI_Test(&req, &done, &st);
-      if (rc != MPI_SUCCESS) {
-        st.MPI_ERROR = rc;
-        return true;  // completed with an error; received() reports it
-      }
-      if (done) {
-        st.MPI_ERROR = MPI_SUCCESS;  // single-request calls leave the field undefined
-        return true;
-      }
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      backoff.pause();
-    }
+    return waits_.wait(req, st, deadline);
   }
 
   std::size_t received(MPI_Status& st, int src, std::size_t capacity) {
@@ -303,14 +286,6 @@ class Mpi final : public Transport {
     throw PeerTimeout("gradsync: " + describe() + ": communication with rank " + std::to_string(peer) +
                           " failed: " + detail::mpi_error(st.MPI_ERROR),
                       peer);
-  }
-  /// Gives up on send_async `id` (its slot is freed); returns what it was.
-  AsyncSend abandon_async(SendId id) {
-    std::lock_guard lock(mutex_);
-    AsyncSend a = async_.at(id - 1);
-    abandon(async_[id - 1].request);
-    free_async_.push_back(id - 1);
-    return a;
   }
   /// Gives up on a request after a failure: cancel if possible, never wait.
   static void abandon(MPI_Request& req) {
@@ -343,37 +318,13 @@ class Mpi final : public Transport {
     r.handle = 0;
   }
 
-  /// Recycles the buffers of completed sends; true when none is left in flight.
-  bool reap_sends() {
-    std::lock_guard lock(mutex_);
-    for (std::size_t i = 0; i < in_flight_.size();) {
-      int done = 0;
-      MPI_Test(&in_flight_[i].request, &done, MPI_STATUS_IGNORE);
-      if (!done) {
-        ++i;
-        continue;
-      }
-      pool_.push_back(std::move(in_flight_[i].bytes));
-      in_flight_[i] = std::move(in_flight_.back());
-      in_flight_.pop_back();
-    }
-    return in_flight_.empty();
-  }
-  std::vector<std::byte> take_buffer() {
-    std::lock_guard lock(mutex_);
-    if (pool_.empty()) return {};
-    std::vector<std::byte> b = std::move(pool_.back());
-    pool_.pop_back();
-    return b;
-  }
-
   MPI_Comm p2p_ = MPI_COMM_NULL, coll_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
   Tag tag_ub_ = 0;
   std::chrono::milliseconds timeout_;
-  std::mutex mutex_;  // guards in_flight_, pool_, async_, free_async_, posted_ and free_posted_
-  std::vector<InFlight> in_flight_;
-  std::vector<std::vector<std::byte>> pool_;
+  detail::MpiWaits waits_;
+  detail::MpiBufferedSends sends_;
+  std::mutex mutex_;  // guards async_, free_async_, posted_ and free_posted_
   std::vector<AsyncSend> async_;        // send_async's requests; SendId = index + 1
   std::vector<std::size_t> free_async_;  // their free slots
   std::deque<MPI_Request> posted_;        // post_recv's requests; handle = index + 1

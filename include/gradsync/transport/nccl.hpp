@@ -101,6 +101,7 @@ class Nccl final : public Transport {
   }
   void wait_sent(SendId id) override { host_.wait_sent(id); }
   bool test_sent(SendId id) override { return host_.test_sent(id); }
+  bool wait_sent_for(SendId id, std::chrono::milliseconds wait) override { return host_.wait_sent_for(id, wait); }
   std::optional<std::size_t> recv_for(int src, Tag tag, std::span<std::byte> out, std::chrono::milliseconds wait) override {
     return host_.recv_for(src, tag, out, wait);
   }

@@ -77,6 +77,7 @@ class Throttled final : public Transport {
   }
   void wait_sent(SendId id) override { inner_.wait_sent(id); }
   bool test_sent(SendId id) override { return inner_.test_sent(id); }
+  bool wait_sent_for(SendId id, std::chrono::milliseconds wait) override { return inner_.wait_sent_for(id, wait); }
   Transport* wrapped() override { return &inner_; }
 
   std::optional<std::size_t> recv_for(int src, Tag tag, std::span<std::byte> out,

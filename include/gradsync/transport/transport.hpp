@@ -10,6 +10,7 @@
 #include <string>
 
 #include "../core/error.hpp"
+#include "../detail/backoff.hpp"
 
 namespace gradsync::transport {
 
@@ -85,6 +86,17 @@ class Transport {
   virtual bool test_sent(SendId id) {
     wait_sent(id);
     return true;
+  }
+  /// Waits at most `wait` for send `id`: true once it no longer reads its bytes (then the id is
+  /// spent). This default polls test_sent; a transport that can wait without polling overrides it.
+  virtual bool wait_sent_for(SendId id, std::chrono::milliseconds wait) {
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    gradsync::detail::Backoff backoff;
+    for (;;) {
+      if (test_sent(id)) return true;
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      backoff.pause();
+    }
   }
   /// Receives the next message from `src` with `tag` into `out`, waiting at most `wait`.
   /// Returns its size, or nothing if none arrived in time. A message longer than `out` throws

@@ -1,0 +1,142 @@
+#pragma once
+/// MpiWaits: the waits of several threads on MPI requests, polled by one of them at a time.
+///
+/// Open MPI over TCP moves data only inside MPI calls, and each MPI_Test of an unfinished request
+/// is one pass of its progress engine: a poll() over every socket, moving every request. Threads
+/// that each poll their own request pay for that pass (and a wake-up) once per thread, to no gain:
+/// with two executors waiting out a slow link, rank 0 spent 0.37 CPU-s per iteration and executor
+/// on it (benchmarks/e2e/results/2026-11-28-profile-p3-300mbit). So the first waiter polls for
+/// all (MPI_Testsome over every waiting request) while the others sleep on a condition variable
+/// until it finds their request done, or hands the polling on because its own is.
+///
+/// The poller sleeps between passes for a quarter of the recent time between completions (a
+/// running average, so the pace follows the link: tens of microseconds at 10 Gbit/s, a millisecond
+/// at 300 Mbit/s), growing by half each pass that finds nothing, at most `cap`: a few passes per
+/// completion. A completion is noticed at most `cap` late; meanwhile the sockets' buffers keep the
+/// link busy.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace gradsync::transport::detail {
+
+class MpiWaits {
+ public:
+  using clock = std::chrono::steady_clock;
+  static constexpr std::chrono::microseconds first_sleep{20}, cap{1000};
+
+  /// Waits until `req` completes: true, `st` its status with MPI_ERROR set (an error of the
+  /// request, or of the test itself). False once `deadline` passes, `req` still pending.
+  bool wait(MPI_Request& req, MPI_Status& st, clock::time_point deadline) {
+    if (test_one(req, st)) return true;  // done already: no lock, no hand-over
+    Waiter me{&req, &st};
+    std::unique_lock lock(mutex_);
+    waiters_.push_back(&me);
+    while (!me.done) {
+      if (clock::now() >= deadline) {
+        leave(me);
+        return false;
+      }
+      if (!polling_) poll_for_all(lock, me, deadline);
+      else me.wake.wait_until(lock, deadline);
+    }
+    return true;
+  }
+
+ private:
+  struct Waiter {
+    MPI_Request* req;
+    MPI_Status* st;
+    std::condition_variable wake;
+    bool done = false;
+  };
+
+  static bool test_one(MPI_Request& req, MPI_Status& st) {
+    int done = 0;
+    const int rc = MPI_Test(&req, &done, &st);
+    if (rc != MPI_SUCCESS) st.MPI_ERROR = rc;
+    else if (done) st.MPI_ERROR = MPI_SUCCESS;  // single-request calls leave the field undefined
+    return rc != MPI_SUCCESS || done;
+  }
+
+  /// Polls every waiter's request until `self`'s is done or its deadline passes, then hands the
+  /// polling to a waiter still waiting. The caller holds `lock` (released only while sleeping).
+  void poll_for_all(std::unique_lock<std::mutex>& lock, Waiter& self, clock::time_point deadline) {
+    polling_ = true;
+    auto last = clock::now();
+    auto sleep = paced();
+    while (!self.done && clock::now() < deadline) {
+      if (test_all()) {
+        const auto now = clock::now();
+        pace_ = (3 * pace_ + std::chrono::duration_cast<std::chrono::microseconds>(now - last)) / 4;
+        last = now;
+        sleep = paced();
+      } else {
+        sleep = std::min(sleep + sleep / 2, cap);
+      }
+      if (self.done) break;
+      lock.unlock();
+      std::this_thread::sleep_for(sleep);
+      lock.lock();
+    }
+    polling_ = false;
+    if (!self.done) leave(self);
+    else hand_over();
+  }
+  std::chrono::microseconds paced() const { return std::clamp(pace_ / 4, first_sleep, cap); }
+  /// `w` gives up (its deadline passed): out of the list, and if nobody polls, another waiter will.
+  void leave(Waiter& w) {
+    std::erase(waiters_, &w);
+    if (!polling_) hand_over();
+  }
+  void hand_over() {
+    if (!waiters_.empty()) waiters_.front()->wake.notify_one();
+  }
+
+  /// One progress pass over every waiting request; true when any completed (each is woken and
+  /// leaves the list). Under the lock: a waiter cannot leave while its request is being tested.
+  bool test_all() {
+    requests_.clear();
+    for (Waiter* w : waiters_) requests_.push_back(*w->req);
+    indices_.resize(requests_.size());
+    statuses_.resize(requests_.size());
+    int count = 0;
+    const int rc = MPI_Testsome(static_cast<int>(requests_.size()), requests_.data(), &count, indices_.data(),
+                                statuses_.data());
+    if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) {  // the call itself failed: every wait ends with it
+      for (Waiter* w : waiters_) finish(*w, *w->req, rc);
+      waiters_.clear();
+      return true;
+    }
+    if (count == MPI_UNDEFINED || count == 0) return false;
+    for (int i = 0; i < count; ++i) {
+      const int k = indices_[i];
+      *waiters_[k]->st = statuses_[i];
+      finish(*waiters_[k], requests_[k], rc == MPI_SUCCESS ? MPI_SUCCESS : statuses_[i].MPI_ERROR);
+      waiters_[k] = nullptr;
+    }
+    std::erase(waiters_, nullptr);
+    return true;
+  }
+  static void finish(Waiter& w, MPI_Request after, int error) {
+    *w.req = after;
+    w.st->MPI_ERROR = error;
+    w.done = true;
+    w.wake.notify_one();
+  }
+
+  std::mutex mutex_;  // guards everything below
+  std::vector<Waiter*> waiters_;
+  bool polling_ = false;
+  std::chrono::microseconds pace_ = 4 * first_sleep;  // average time between completions
+  std::vector<MPI_Request> requests_;  // test_all's scratch
+  std::vector<int> indices_;
+  std::vector<MPI_Status> statuses_;
+};
+
+}  // namespace gradsync::transport::detail
