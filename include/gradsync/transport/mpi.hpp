@@ -18,9 +18,9 @@
 /// calls MPI_Init_thread itself should call
 /// transport::apply_mpi_defaults() first, or pass `--mca btl_tcp_eager_limit 1048640 --mca
 /// btl_tcp_max_send_size 1048640` to mpirun.
-/// Waits on requests go through detail::MpiWaits (one waiting thread polls for all, with sleeps
-/// that grow while nothing completes); probes poll with detail::Backoff (no sched_yield: polling
-/// threads leave the cores to the compute threads).
+/// Waits on requests go through detail::MpiWaits (one waiting thread polls for all, its sleeps
+/// paced by the time between completions); probes poll with detail::Backoff (no sched_yield:
+/// polling threads leave the cores to the compute threads).
 /// Constructing an Mpi is collective (it duplicates the communicator): every rank constructs its
 /// transports in the same order.
 /// Point-to-point traffic goes on a private duplicate of the communicator (the user's own MPI

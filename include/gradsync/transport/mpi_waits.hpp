@@ -9,18 +9,17 @@
 /// all (MPI_Testsome over every waiting request) while the others sleep on a condition variable
 /// until it finds their request done, or hands the polling on because its own is.
 ///
-/// The poller sleeps between passes for a quarter of the recent time between completions (a
-/// running average, so the pace follows the link: tens of microseconds at 10 Gbit/s, a millisecond
-/// at 300 Mbit/s), growing by half each pass that finds nothing, at most `cap`: a few passes per
-/// completion. A completion is noticed at most `cap` late; meanwhile the sockets' buffers keep the
-/// link busy.
+/// The poller tests a few times back to back, then sleeps between passes: 20 us at first, growing
+/// by half each pass that finds nothing, at most `cap`. It starts over at every completion and at
+/// every new waiter (a waiter wakes it: in a chain of messages, each waits for the last, and the
+/// next one's request must be tested at once, not after the poller's sleep). A completion is
+/// noticed at most `cap` late; meanwhile the sockets' buffers keep the link busy.
 #include <mpi.h>
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 namespace gradsync::transport::detail {
@@ -29,6 +28,7 @@ class MpiWaits {
  public:
   using clock = std::chrono::steady_clock;
   static constexpr std::chrono::microseconds first_sleep{20}, cap{1000};
+  static constexpr int spins = 8;
 
   /// Waits until `req` completes: true, `st` its status with MPI_ERROR set (an error of the
   /// request, or of the test itself). False once `deadline` passes, `req` still pending.
@@ -37,6 +37,8 @@ class MpiWaits {
     Waiter me{&req, &st};
     std::unique_lock lock(mutex_);
     waiters_.push_back(&me);
+    fresh_ = true;
+    poller_wake_.notify_one();
     while (!me.done) {
       if (clock::now() >= deadline) {
         leave(me);
@@ -68,27 +70,23 @@ class MpiWaits {
   /// polling to a waiter still waiting. The caller holds `lock` (released only while sleeping).
   void poll_for_all(std::unique_lock<std::mutex>& lock, Waiter& self, clock::time_point deadline) {
     polling_ = true;
-    auto last = clock::now();
-    auto sleep = paced();
+    int passes = 0;
+    auto sleep = first_sleep;
     while (!self.done && clock::now() < deadline) {
-      if (test_all()) {
-        const auto now = clock::now();
-        pace_ = (3 * pace_ + std::chrono::duration_cast<std::chrono::microseconds>(now - last)) / 4;
-        last = now;
-        sleep = paced();
-      } else {
-        sleep = std::min(sleep + sleep / 2, cap);
+      if (test_all() || fresh_) {
+        passes = 0;
+        sleep = first_sleep;
       }
+      fresh_ = false;
       if (self.done) break;
-      lock.unlock();
-      std::this_thread::sleep_for(sleep);
-      lock.lock();
+      if (++passes <= spins) continue;
+      poller_wake_.wait_for(lock, sleep);
+      sleep = std::min(sleep + sleep / 2, cap);
     }
     polling_ = false;
     if (!self.done) leave(self);
     else hand_over();
   }
-  std::chrono::microseconds paced() const { return std::clamp(pace_ / 4, first_sleep, cap); }
   /// `w` gives up (its deadline passed): out of the list, and if nobody polls, another waiter will.
   void leave(Waiter& w) {
     std::erase(waiters_, &w);
@@ -132,8 +130,8 @@ class MpiWaits {
 
   std::mutex mutex_;  // guards everything below
   std::vector<Waiter*> waiters_;
-  bool polling_ = false;
-  std::chrono::microseconds pace_ = 4 * first_sleep;  // average time between completions
+  std::condition_variable poller_wake_;  // a new waiter wakes the poller
+  bool polling_ = false, fresh_ = false;
   std::vector<MPI_Request> requests_;  // test_all's scratch
   std::vector<int> indices_;
   std::vector<MPI_Status> statuses_;
