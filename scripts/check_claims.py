@@ -472,8 +472,8 @@ E2E_LINKS = ("unlimited", "10gbit", "1gbit", "300mbit")
 E2E_MODELS = {"vgg11": "VGG-11", "resnet20": "ResNet-20"}
 
 
-def _e2e_pair(policies: tuple[str, str], name: str = "overhead_s", digits: int = 3):
-    """A cell of two runs' `name`, "a / b" (e.g. the overhead of P3 and of DDP)."""
+def _e2e_pair(policies: tuple[str, ...], name: str = "overhead_s", digits: int = 3):
+    """A cell of two (or more) runs' `name`, "a / b" (e.g. the overhead of P3 and of DDP)."""
     return lambda p, match: " / ".join(f"{field(p, name, policy=x, **match):.{digits}f}" for x in policies)
 
 
@@ -535,12 +535,20 @@ def _e2e_round_cell(policy: str):
     return cell
 
 
+def _e2e_rows_of(p: str) -> list:
+    """A row per model and link the sweep in results file `p` measured, the model named on its first."""
+    rows = []
+    for m in E2E_MODELS:
+        links = [l for l in E2E_LINKS if runs(p, model=m, link=l)]
+        rows += [((E2E_MODELS[m] if k == 0 else "", l), p, {"model": m, "link": l}) for k, l in enumerate(links)]
+    return rows
+
+
 def _e2e_rounds_table(sub: str) -> str:
     """A sweep with --rounds against DDP on PyTorch 2.x: medians, ratios with the rounds' verdict,
     what synchronizing adds (overhead) and the CPU it takes, P3 against DDP."""
     p = f"{E2E}/{sub}/results.json"
-    rows = [((E2E_MODELS[m] if k == 0 else "", l), p, {"model": m, "link": l})
-            for m in E2E_MODELS for k, l in enumerate(E2E_LINKS) if runs(p, model=m, link=l)]
+    rows = _e2e_rows_of(p)
     cols = [("compute", None), ("ddp-compute", None), _e2e_round_cell("default"), _e2e_round_cell("wfbp"),
             _e2e_round_cell("p3"), ("ddp", None), _e2e_pair(("p3", "ddp")), _e2e_pair(("p3", "ddp"), "cpu_s"),
             _e2e_pair(("p3", "ddp"), "cpu_overhead_s"),
@@ -549,6 +557,21 @@ def _e2e_rounds_table(sub: str) -> str:
             "P3 `fixed:40000` (x DDP)", "DDP", "overhead P3 / DDP (s)", "CPU per iteration P3 / DDP (s)",
             "CPU less own compute's P3 / DDP (s)",
             "other cores busy P3 / DDP"]
+    return runs_table(head, rows, cols, 3, key="policy")
+
+
+def _e2e_before_after_table(sub: str) -> str:
+    """A sweep with --rounds of P3 built from the commit before a change (p3-before, --trainer-of)
+    beside P3 after it and DDP: medians with the rounds' verdict against DDP, overhead and CPU."""
+    p = f"{E2E}/{sub}/results.json"
+    rows = _e2e_rows_of(p)
+    three = ("p3-before", "p3", "ddp")
+    cols = [("compute", None), ("ddp-compute", None), _e2e_round_cell("p3-before"), _e2e_round_cell("p3"),
+            ("ddp", None), _e2e_pair(three), _e2e_pair(three, "cpu_s"), _e2e_pair(three, "cpu_overhead_s"),
+            _e2e_pair(three, "others_cores", 2)]
+    head = ["model", "link", "gradsync compute only", "DDP compute only", "P3 before (x DDP)", "P3 after (x DDP)", "DDP",
+            "overhead before / after / DDP (s)", "CPU per iteration before / after / DDP (s)",
+            "CPU less own compute's before / after / DDP (s)", "other cores busy before / after / DDP"]
     return runs_table(head, rows, cols, 3, key="policy")
 
 
@@ -569,6 +592,8 @@ def gen_e2e_table(name: str) -> str:
         return _e2e_lossy_table()
     if name.startswith("rounds:"):
         return _e2e_rounds_table(name.split(":", 1)[1])
+    if name.startswith("before-after:"):
+        return _e2e_before_after_table(name.split(":", 1)[1])
     if name == "compute":
         rows = [((m, l), r(f"2026-11-27-compute/{m}-n2"), {"model": m, "link": l})
                 for m in E2E_MODELS for l in ("unlimited", "300mbit")]
