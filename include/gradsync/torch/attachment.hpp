@@ -37,7 +37,6 @@
 /// \tparam Sync  a Synchronizer<...> or AnySynchronizer
 #include <ATen/ATen.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -53,6 +52,7 @@
 #include "checks.hpp"
 #include "model.hpp"
 #include "module_order.hpp"
+#include "parameter_slot.hpp"
 #include "rank0_copy.hpp"
 
 namespace gradsync::torch {
@@ -136,7 +136,7 @@ class Attachment final : private AccumulationHooks::Listener {
         throw UsageError("gradsync: zero_grad() between backward() and step() would discard gradients in flight "
                          "(parameter '" + name(p) + "'); call it before the forward pass or after step()");
       if (s.pending) s.zero = set_to_none ? Zero::reset : Zero::fill;
-      else clear_grad(p, set_to_none ? Zero::reset : Zero::fill);
+      else Slot::clear(model_.parameters[p].tensor.mutable_grad(), set_to_none ? Zero::reset : Zero::fill);
     }
   }
 
@@ -171,21 +171,7 @@ class Attachment final : private AccumulationHooks::Listener {
   }
 
  private:
-  enum class Zero : std::uint8_t { none, fill, reset };
-  struct Slot {
-    bool trainable = false;
-    std::uint32_t layer = 0;  ///< in the layout (trainable ones)
-    unsigned passes = 0;      ///< gradients accumulated this iteration
-    bool handed = false;      ///< handed over this iteration
-    bool pending = false;     ///< its optimizer step (of the last finished iteration) is still to come
-    bool made_grad = false;   ///< it had no gradient: step() made zeros
-    /// The .grad handed over, held until its step: the aggregate is written into its memory, and
-    /// the step needs it even if .grad was set to None meanwhile.
-    at::Tensor handed_grad;
-    std::int64_t handed_version = 0;  ///< handed_grad's version counter then: a change means in-place edits
-    bool landed = false;              ///< its aggregate is in handed_grad and was checked
-    Zero zero = Zero::none;   ///< zero_grad() asked, to do after the pending step
-  };
+  using Slot = ParameterSlot;
 
   const std::string& name(std::size_t p) const { return model_.parameters[p].name; }
 
@@ -225,32 +211,12 @@ class Attachment final : private AccumulationHooks::Listener {
   void hand_over(std::size_t p) {
     at::Tensor& g = model_.parameters[p].tensor.mutable_grad();
     Slot& s = slots_[p];
-    s.handed_grad = g;
-    s.handed_version = g._version();
-    s.landed = false;
+    s.hold(g);
     sync_->gradient_ready(s.layer, std::span(g.data_ptr<float>(), static_cast<std::size_t>(g.numel())));
     s.handed = true;
   }
 
-  /// Parameter p's aggregate has landed in the .grad it was handed over from. Refuses a .grad
-  /// replaced or edited in place meanwhile (the aggregate would be lost or mixed with it); a .grad
-  /// set to None (zero_grad on the model or on the wrapped optimizer: PyTorch 2's default) gets the
-  /// aggregate back for the step and is set to None after it.
-  void take_landed(std::size_t p) {
-    Slot& s = slots_[p];
-    if (!s.handed_grad.defined()) return;
-    at::Tensor& g = model_.parameters[p].tensor.mutable_grad();
-    if (!g.defined()) {
-      g = s.handed_grad;
-      if (s.zero == Zero::none) s.zero = Zero::reset;
-    } else if (!s.landed && (!g.is_same(s.handed_grad) || g._version() != s.handed_version)) {
-      throw UsageError("gradsync: parameter '" + name(p) + "': its .grad was changed while gradsync was aggregating "
-                       "it (zeroed in place or replaced), so the aggregate would be lost; zero gradients with the "
-                       "DistributedOptimizer's zero_grad() (not the model's or the wrapped optimizer's), and edit "
-                       ".grad (clipping, unscaling) only after synchronize()");
-    }
-    s.landed = true;
-  }
+  void take_landed(std::size_t p) { slots_[p].take_landed(model_.parameters[p].tensor.mutable_grad(), name(p)); }
 
   /// Ends the iteration synchronize() landed without stepping it: the next backward starts afresh.
   void discard_iteration() {
@@ -301,32 +267,13 @@ class Attachment final : private AccumulationHooks::Listener {
     for (std::size_t p : todo)
       if (model_.parameters[p].optimized) stepped.push_back(p);
     if (!stepped.empty()) optimizer_.step(stepped);
-    for (std::size_t p : todo) {
-      Slot& s = slots_[p];
-      clear_grad(p, s.zero);
-      s.zero = Zero::none;
-      s.pending = false;
-      s.made_grad = false;
-      s.handed_grad.reset();
-    }
+    for (std::size_t p : todo) slots_[p].stepped(model_.parameters[p].tensor.mutable_grad());
   }
 
   /// A parameter finish() gave zeros for that no rank had a gradient for: none, as DDP leaves it.
   void drop_made_zeros(std::size_t p) {
-    if (slots_[p].made_grad && all_zero(model_.parameters[p].tensor.grad()))
+    if (slots_[p].made_grad && Slot::all_zero(model_.parameters[p].tensor.grad()))
       model_.parameters[p].tensor.mutable_grad().reset();
-  }
-
-  void clear_grad(std::size_t p, Zero how) {
-    at::Tensor& g = model_.parameters[p].tensor.mutable_grad();
-    if (!g.defined() || how == Zero::none) return;
-    if (how == Zero::reset) g.reset();
-    else g.zero_();
-  }
-
-  static bool all_zero(const at::Tensor& g) {
-    const float* x = g.data_ptr<float>();
-    return std::all_of(x, x + g.numel(), [](float v) { return v == 0.0f; });
   }
 
   /// The first step(): the forward order, the layout (rank 0's order), the Synchronizer.
