@@ -200,9 +200,11 @@ TEST_CASE("DGT through the trainer: p follows the loss, blocks counted per itera
     best_effort += r.iteration_blocks[i][1];
   }
   // The loss falls to about half (1.4 -> 0.65); tensors of one or two blocks keep theirs (p rounds
-  // up), so the important blocks fall by less: measured ~0.6 of the first quarter's.
+  // up), so the important blocks fall by less: measured 0.6 of the first quarter's on a quiet
+  // machine, up to 0.80 beside a parallel ctest (late blocks are dropped by time, so the loss's
+  // path varies). With p fixed, late would equal early.
   CHECK(r.epochs.back().train_loss < 0.7 * r.epochs.front().train_loss);
-  CHECK(double(late) < 0.8 * double(early));
+  CHECK(double(late) < 0.9 * double(early));
   CHECK(best_effort > 0);
 
   REQUIRE(r.evaluations.size() == 2 * c.epochs);  // mid-epoch and epoch end
