@@ -43,7 +43,7 @@ struct OneBitTeam {
   /// Lane `lane`'s quad of word w of bucket bk (from `begin`): the values to encode (zeros past
   /// the unit: the host's padding of the last word).
   GRADSYNC_HD void gather(std::size_t bk, std::size_t begin, std::size_t w, unsigned lane, float* x) const {
-    float e[4];
+    float e[4] = {};  // without feedback nothing loads e (GCC at -O1 flags it as unset)
     load(begin, w, lane, x, e);
     combine(bk, begin, w, lane, x, e);
   }

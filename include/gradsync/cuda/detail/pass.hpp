@@ -60,7 +60,7 @@ GRADSYNC_HD void combine_pass(const Buffers& b, std::size_t i, const float* dec,
 /// load_pass and combine_pass in one.
 template <Op op, bool Feedback>
 GRADSYNC_HD void pass_quad(const Buffers& b, std::size_t i, const float* dec, float* x) {
-  float e[4];
+  float e[4] = {};  // without feedback nothing loads e (GCC at -O1 flags it as unset)
   load_pass<op, Feedback>(b, i, x, e);
   combine_pass<op, Feedback>(b, i, dec, x, e);
 }

@@ -51,7 +51,7 @@ struct QsgdWarp {
   /// Pass 1, lane `lane`, group g of the bucket bk starting at `begin`: x, the quad's values to
   /// encode (zeros past the unit: the host's padding). `step`: step_in(bk) for a reduce.
   GRADSYNC_HD void gather(std::size_t bk, std::size_t begin, std::size_t g, unsigned lane, float step, float* x) const {
-    float e[4];
+    float e[4] = {};  // without feedback nothing loads e (GCC at -O1 flags it as unset)
     load(begin, g, lane, x, e);
     combine(bk, begin, g, lane, step, x, e);
   }
