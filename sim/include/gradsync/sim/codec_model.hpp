@@ -3,7 +3,8 @@
 /// (codec::AnyCodec::encoded_bytes, parsed from the same strings as gradsync-train's --codec) and
 /// its bypass rule (codec::bypass_threshold: small tensors go as fp32, like the Synchronizer);
 /// encode and decode time from throughputs in GB/s of fp32 input, defaulting to bench_codec's
-/// measurements (benchmarks/codec/README.md, 2026-11-22, one thread). fp32 costs no codec time:
+/// measurements on a quiet machine (2026-11-25, one thread; their raw output was not committed:
+/// benchmarks/codec/README.md says how to measure and pass your own). fp32 costs no codec time:
 /// the collectives send raw floats and sum them as they arrive (memory-bound work hidden under the
 /// transfer). A parameter server adds the pushes at `sum_gbps`.
 ///
@@ -38,7 +39,7 @@ struct CodecModel {
     CodecModel m{codec::AnyCodec::parse(text)};
     std::string_view base = m.codec.name();
     if (base.starts_with("ef+")) base.remove_prefix(3);
-    // name, encode GB/s, decode GB/s (benchmarks/codec/README.md, medians of 5, CPU time)
+    // name, encode GB/s, decode GB/s (bench_codec, 2026-11-25, medians of 5, CPU time)
     static constexpr struct { std::string_view name; double encode, decode; } measured[] = {
         {"fp16", 17.83, 16.97}, {"bf16", 15.50, 15.92}, {"qsgd2", 5.98, 14.80}, {"qsgd4", 8.25, 15.43},
         {"qsgd8", 8.11, 16.39},  {"qsgd16", 6.02, 16.47}, {"onebit", 5.51, 19.73}, {"topk", 1.31, 24.00}};
