@@ -193,18 +193,24 @@ TEST_CASE("DGT through the trainer: p follows the loss, blocks counted per itera
 
   const std::size_t n = r.iteration_blocks.size();
   REQUIRE(n == r.iteration_seconds.size());
-  std::uint64_t early = 0, late = 0, best_effort = 0;  // important blocks: first and last quarter
+  REQUIRE(n == r.iteration_loss.size());
+  double early = 0, late = 0, early_loss = 0, late_loss = 0;  // first and last quarter
+  std::uint64_t best_effort = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    if (i < n / 4) early += r.iteration_blocks[i][0];
-    if (i >= n - n / 4) late += r.iteration_blocks[i][0];
+    if (i < n / 4) early += double(r.iteration_blocks[i][0]), early_loss += r.iteration_loss[i];
+    if (i >= n - n / 4) late += double(r.iteration_blocks[i][0]), late_loss += r.iteration_loss[i];
     best_effort += r.iteration_blocks[i][1];
   }
-  // The loss falls to about half (1.4 -> 0.65); tensors of one or two blocks keep theirs (p rounds
-  // up), so the important blocks fall by less: measured 0.6 of the first quarter's on a quiet
-  // machine, up to 0.80 beside a parallel ctest (late blocks are dropped by time, so the loss's
-  // path varies). With p fixed, late would equal early.
+  // p = loss_t / loss_0, so the important blocks fall with the loss, by less: tensors of one or
+  // two blocks keep theirs (p rounds up). Measured on this model: the last quarter's loss 0.62 of
+  // the first's, its important blocks 0.79, a fall 0.55 times the loss's (the same under load:
+  // the loss path does not depend on timing here). With p fixed the blocks would not fall; with
+  // p following the loss half as much, they would fall about half as far.
+  const double loss_fall = 1 - late_loss / early_loss, blocks_fall = 1 - late / early;
+  INFO("last quarter against the first: loss " << 1 - loss_fall << ", important blocks " << 1 - blocks_fall);
   CHECK(r.epochs.back().train_loss < 0.7 * r.epochs.front().train_loss);
-  CHECK(double(late) < 0.9 * double(early));
+  REQUIRE(loss_fall > 0.25);
+  CHECK(blocks_fall > 0.45 * loss_fall);
   CHECK(best_effort > 0);
 
   REQUIRE(r.evaluations.size() == 2 * c.epochs);  // mid-epoch and epoch end

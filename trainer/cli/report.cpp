@@ -111,6 +111,7 @@ nlohmann::json metrics_json(const TrainConfig& c, const Policies& pol, const Tra
                       {"first_iteration_unix", r.first_iteration_unix},
                       {"evaluations", evaluations},
                       {"iteration_blocks", r.iteration_blocks},  // [important, best effort, dropped] per iteration (DGT)
+                      {"iteration_loss", r.iteration_loss},
                       {"skipped_steps", r.skipped_steps},
                       {"loss_scale", r.loss_scale},
                       {"sync", sync_json(r, rank0.stats)}};

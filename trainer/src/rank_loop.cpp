@@ -100,6 +100,7 @@ void RankLoop::step(std::size_t it, std::size_t epoch, std::size_t index) {
   result_.iteration_blocks.push_back(
       {since_last("blocks important"), since_last("blocks best-effort"), since_last("blocks dropped")});  // DGT
   counted_ = now;
+  result_.iteration_loss.push_back(loss);
   loss_sum_ += loss;
   correct_ += double(ok);
   labels_ += double(y_.size());

@@ -95,6 +95,9 @@ struct TrainResult {
   /// Rank 0, per iteration: DGT's blocks (important, sent best-effort, dropped) its units reported
   /// by the iteration's end (units finish asynchronously: some land in the next); zeros otherwise.
   std::vector<std::array<std::uint64_t, 3>> iteration_blocks;
+  /// Rank 0, per iteration: its batch's training loss (what DGT's p follows, and the learning
+  /// curve per iteration).
+  std::vector<float> iteration_loss;
   std::uint64_t skipped_steps = 0;            ///< mixed: steps skipped for overflow (the same on every rank)
   float loss_scale = 0;                       ///< mixed: the final loss scale
   std::vector<std::vector<float>> weights;    ///< rank 0's final parameters, forward order
