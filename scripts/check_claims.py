@@ -432,6 +432,68 @@ def _torch_auto_table() -> str:
     return "\n".join(lines)
 
 
+def _ddp_best(p: str, match: dict) -> dict:
+    """DDP at its best at one point: the faster (median over rounds) of its defaults and ddp-view
+    (gradient_as_bucket_view + static_graph) where that ran."""
+    return min(runs(p, contender="ddp", **match) + runs(p, contender="ddp-view", **match),
+               key=lambda r: r["iteration_s"])
+
+
+def _rounds_mark(mine: dict, other: dict) -> str:
+    """ " <=" where every round of `mine` was at or below every round of `other`, " >" where every
+    round was above, "" otherwise (one round, or spreads that overlap: no claim)."""
+    if min(mine.get("rounds", 1), other.get("rounds", 1)) < 2:
+        return ""
+    if mine["spread_s"][1] <= other["spread_s"][0]:
+        return " <="
+    return " >" if mine["spread_s"][0] > other["spread_s"][1] else ""
+
+
+def _torch_vs_best(contender: str):
+    """A cell: a contender's median over rounds, x DDP at its best, and the rounds' verdict."""
+    def cell(p, match):
+        found = runs(p, contender=contender, **match)
+        if not found:
+            return ""
+        mine, best = found[0], _ddp_best(p, match)
+        if not mine.get("ok", True) or mine.get("iteration_s") is None:
+            return "failed"
+        return f"{mine['iteration_s']:.3f} ({mine['iteration_s'] / best['iteration_s']:.2f}{_rounds_mark(mine, best)})"
+    return cell
+
+
+def _torch215_table(sub: str, links: tuple[str, ...], hooks: bool) -> str:
+    """gradsync.torch against DDP on PyTorch 2.x in rounds: per model and link the medians, P3's and
+    the default's ratio to DDP at its best with the rounds' verdict, and what `auto` chose."""
+    p = f"{TORCH}/{sub}/results.json"
+    rows = _grouped(_models("resnet50", "transformer", "vgg16"), links, lambda m, l: p)
+    cols = [("compute", None)] + ([("hooks", "compute")] if hooks else []) + [("ddp", None)]
+    cols += [("ddp-view", None)] if runs(p, contender="ddp-view") else []
+    cols += [_torch_vs_best("p3"), _torch_vs_best("auto"), lambda q, match: _auto_choice(q, **match)]
+    head = ["model", "link", "compute only"] + (["hooks, 1 node (x compute)"] if hooks else []) + ["DDP"]
+    head += ["DDP view + static"] if runs(p, contender="ddp-view") else []
+    head += ["P3 fp32 (x DDP's best)", "auto (x DDP's best)", "auto chose (units per iteration)"]
+    return runs_table(head, rows, cols, 3)
+
+
+def _torch_hook_table(sub: str, redo: dict) -> str:
+    """DDP with gradsync's qsgd8 comm hook and P3 fp16 against DDP's own fp16 hook, in rounds;
+    redo names the results of points measured again ((model, link): results.json)."""
+    p = f"{TORCH}/{sub}/results.json"
+    rows = _grouped(_models("resnet50", "transformer"), ("1gbit", "300mbit"),
+                    lambda m, l: redo.get((m["model"], l), p))
+
+    def vs_fp16(contender):
+        def cell(q, match):
+            mine, theirs = run(q, contender=contender, **match), run(q, contender="ddp-fp16", **match)
+            if not mine.get("ok", True) or mine.get("iteration_s") is None:
+                return "failed"
+            return f"{mine['iteration_s']:.3f} ({mine['iteration_s'] / theirs['iteration_s']:.2f}{_rounds_mark(mine, theirs)})"
+        return cell
+    return runs_table(["model", "link", "DDP fp16 hook", "DDP + gradsync qsgd8 hook (x DDP fp16)", "P3 fp16 (x DDP fp16)"],
+                      rows, [("ddp-fp16", None), vs_fp16("ddp-gs-qsgd8"), vs_fp16("p3-fp16")], 3)
+
+
 def gen_torch_table(name: str) -> str:
     """The tables of benchmarks/torch/README.md, from the sweeps' results.json."""
     d = lambda sub: f"{TORCH}/{sub}/results.json"
@@ -453,6 +515,13 @@ def gen_torch_table(name: str) -> str:
                                  ((second,), d(f"2026-11-27-n2/vgg16-{link}-b"), {"link": link})], hooks_cols, 3)
     if name == "n2-auto":
         return _torch_auto_table()
+    if name == "n2-215-fast":
+        return _torch215_table("2026-11-29-n2-torch215/fast", ("unlimited", "10gbit"), True)
+    if name == "n2-215-slow":
+        return _torch215_table("2026-11-29-n2-torch215/slow", ("1gbit", "300mbit"), False)
+    if name == "n2-215-hook":
+        sub = "2026-11-29-n2-torch215/comm-hook"
+        return _torch_hook_table(sub, {("resnet50", "300mbit"): f"{TORCH}/{sub}-resnet50-300mbit/results.json"})
     if name == "n4-resnet50":
         cols = [("compute", None), ("ddp", None), ("ddp-fp16", None), ("p3", "ddp"), ("auto", "ddp"), ("p3-fp16", "ddp-fp16")]
         return runs_table(["model", "link", "compute only", "DDP", "DDP fp16 hook", "P3 fp32", "auto",
