@@ -7,6 +7,13 @@ Transformer) model, batch, threads and SGD step, synchronized by
   ddp-fp16   the same with DDP's fp16_compress_hook
   ddp-view   DDP with the settings its documentation recommends where the model allows them:
              gradient_as_bucket_view=True (no copy into the buckets), static_graph=True
+  ddp-powersgd
+             DDP with its powerSGD_hook: PowerSGDState's defaults (rank 1, error feedback, warm
+             start) but start_powerSGD_iter=2, the least it allows with those (DDP rebuilds its
+             buckets after iteration 1; its default, 1,000, would never compress in a benchmark's
+             few iterations), and all gradients in one bucket: with DDP's default buckets it fails
+             under gloo on PyTorch 2.15 ("Received data size doesn't match expected size" in 3 of 3
+             runs, results/2026-11-29-powersgd-gloo)
   ddp-gs-fp16, ddp-gs-qsgd8
              DDP (its buckets, its order) with gradsync.torch.ddp_comm_hook: the buckets through
              gradsync's ring with that codec
@@ -41,7 +48,7 @@ GRADSYNC = {
     "fusion": dict(slicing="fusion:25MiB", priority="forward", codec="fp32"),
 }
 DDP = {"ddp": {}, "ddp-fp16": {}, "ddp-view": dict(gradient_as_bucket_view=True, static_graph=True),
-       "ddp-gs-fp16": {}, "ddp-gs-qsgd8": {}}
+       "ddp-powersgd": dict(bucket_cap_mb=2**20), "ddp-gs-fp16": {}, "ddp-gs-qsgd8": {}}
 CONTENDERS = ["compute", *DDP, *GRADSYNC]
 
 
@@ -126,8 +133,14 @@ def main():
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
             hook = default_hooks.fp16_compress_hook
+        state = None
+        if a.contender == "ddp-powersgd":
+            from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+
+            hook = powerSGD_hook.powerSGD_hook
+            state = powerSGD_hook.PowerSGDState(process_group=None, start_powerSGD_iter=2)
         if hook is not None:
-            model.register_comm_hook(None, hook)
+            model.register_comm_hook(state, hook)
     elif a.contender in GRADSYNC:
         import gradsync.torch as gs
 
@@ -157,7 +170,8 @@ def main():
             json.dump({"config": {"model": a.model, "contender": a.contender, "batch_per_rank": a.batch,
                                   "input": a.input, "threads": a.threads, "ranks": world,
                                   "torch": torch.__version__, "torch_config": torch.__config__.show(),
-                                  "ddp_settings": DDP.get(a.contender), "bucket_cap_mb": 25,
+                                  "ddp_settings": DDP.get(a.contender),
+                                  "bucket_cap_mb": (DDP.get(a.contender) or {}).get("bucket_cap_mb", 25),
                                   "comm_hook": getattr(hook, "__name__", None) if a.contender.startswith("ddp") else None,
                                   "blas": blas_library() + (f" (OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']})"
                                                             if os.environ.get("OPENBLAS_CORETYPE") else "")},

@@ -30,14 +30,15 @@ sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 from report import gnuplot, link_rates, load_json, setup_line, setup_of  # noqa: E402  the e2e sweep's helpers
 from rounds import at_or_below, merge_rounds, spread_cell  # noqa: E402
 
-ORDER = ["wfbp", "p3", "auto", "fusion", "p3-fp16", "p3-qsgd8", "ddp", "ddp-view", "ddp-fp16", "ddp-gs-fp16",
-         "ddp-gs-qsgd8", "hooks", "compute"]
+ORDER = ["wfbp", "p3", "auto", "fusion", "p3-fp16", "p3-qsgd8", "ddp", "ddp-view", "ddp-fp16", "ddp-powersgd",
+         "ddp-gs-fp16", "ddp-gs-qsgd8", "hooks", "compute"]
 BITS = {"wfbp": 32, "p3": 32, "auto": 32, "fusion": 32, "p3-fp16": 16, "p3-qsgd8": 8.0625, "ddp": 32, "ddp-view": 32,
-        "ddp-fp16": 16, "ddp-gs-fp16": 16, "ddp-gs-qsgd8": 8.0625}
+        "ddp-fp16": 16, "ddp-gs-fp16": 16, "ddp-gs-qsgd8": 8.0625,
+        "ddp-powersgd": None}  # PowerSGD's bytes depend on each bucket's shapes: no wire bound
 NAMES = {"wfbp": "gradsync WFBP", "p3": "gradsync P3 fp32", "auto": "gradsync default (slicing auto) fp32",
          "fusion": "gradsync fusion:25MiB fp32",
          "p3-fp16": "gradsync P3 fp16", "p3-qsgd8": "gradsync P3 qsgd8", "ddp": "DDP", "ddp-fp16": "DDP fp16 hook",
-         "ddp-view": "DDP gradient_as_bucket_view + static_graph",
+         "ddp-view": "DDP gradient_as_bucket_view + static_graph", "ddp-powersgd": "DDP PowerSGD hook (rank 1)",
          "ddp-gs-fp16": "DDP + gradsync hook fp16", "ddp-gs-qsgd8": "DDP + gradsync hook qsgd8",
          "hooks": "gradsync hooks, 1 node", "compute": "compute only"}
 
@@ -67,7 +68,7 @@ def analyse(root):
         compute = find(runs, r["model"], r["link"], "compute")
         bps = rates.get(r["link"], {}).get("bound_bps")
         wire = None
-        if r["contender"] in BITS and bps and r["parameters"]:
+        if BITS.get(r["contender"]) and bps and r["parameters"]:
             n = r["nodes"]
             wire = 2 * (n - 1) / n * r["parameters"] * BITS[r["contender"]] / bps
         r["wire_s"] = wire

@@ -14,9 +14,9 @@ E2E_DIR=$REPO/benchmarks/e2e
 source "$E2E_DIR/record.sh"
 
 models=vgg16,resnet50,transformer nodes=2 links=unlimited,10gbit,1gbit,300mbit
-# bench.py's contenders; the default runs all but fusion, ddp-view and the ddp-gs-* comm hooks
-known_contenders=compute,hooks,ddp,ddp-fp16,wfbp,p3,p3-fp16,p3-qsgd8,auto,fusion,ddp-view,ddp-gs-fp16,ddp-gs-qsgd8
-contenders=${known_contenders%,fusion,ddp-view,ddp-gs-fp16,ddp-gs-qsgd8}
+# bench.py's contenders; the default runs all but fusion, ddp-view, ddp-powersgd and the ddp-gs-* comm hooks
+known_contenders=compute,hooks,ddp,ddp-fp16,wfbp,p3,p3-fp16,p3-qsgd8,auto,fusion,ddp-view,ddp-powersgd,ddp-gs-fp16,ddp-gs-qsgd8
+contenders=${known_contenders%,fusion,ddp-view,ddp-powersgd,ddp-gs-fp16,ddp-gs-qsgd8}
 iterations=10 warmup=2 threads=1 rounds=1 run_timeout=3600 install=1 loopback=0 python=/usr/bin/python3
 pythonpath= out=$REPO/build/e2e-torch/$(date +%Y%m%d-%H%M%S)
 # Batch per rank and input of each model: seconds of compute per iteration on one core (VGG-16

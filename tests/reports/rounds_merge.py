@@ -102,7 +102,8 @@ def check_e2e():
 
 def check_torch():
     """The PyTorch sweep's goals against DDP: met only where every round says so."""
-    seconds = {"p3": [2.0, 2.1], "ddp": [2.2, 2.4], "p3-fp16": [1.5, 1.9], "ddp-fp16": [1.6, 1.8], "compute": [1.0, 1.1]}
+    seconds = {"p3": [2.0, 2.1], "ddp": [2.2, 2.4], "ddp-view": [1.9, 1.95], "p3-fp16": [1.5, 1.9], "ddp-fp16": [1.6, 1.8],
+               "ddp-powersgd": [1.2, 1.3], "compute": [1.0, 1.1]}
     with tempfile.TemporaryDirectory() as root:
         os.mkdir(os.path.join(root, "raw"))
         records = [{"link": "1gbit", "measured_bps": 9.5e8}, {"python": "python3", "torch": "2.0", "threads": 1, "rounds": 2}]
@@ -113,8 +114,15 @@ def check_torch():
                                 "input": "3x112x112", "warmup": 1, "round": i + 1, "rc": 0, "metrics": f"raw/{tag}.json"})
                 write(root, f"raw/{tag}.json", {"iteration_seconds": [9.0, s[i]], "parameters": 1000})
         write(root, "runs.jsonl", records)
-        _, runs, _ = torch_report.analyse(root)
+        rates, runs, setup = torch_report.analyse(root)
     goals = torch_report.goals(runs, "vgg16", ["1gbit"])
+    expect("torch: DDP's recommended settings the faster: P3 against them, every round above: missed",
+           any(g.startswith("- MISSED: gradsync P3 fp32 against DDP at its best (DDP gradient_as_bucket_view + "
+                            "static_graph) at 1gbit: 1.06 x") for g in goals), True)
+    table = torch_report.table(rates, runs, setup)
+    expect("torch: PowerSGD in the table, without a wire bound (its bytes depend on the shapes)",
+           "| vgg16 | 1gbit | DDP PowerSGD hook (rank 1) | 1.250 | 2 (1.200-1.300) | 25.60 | 1.19 | - | 1.19 | 0.54 |" in table,
+           True)
     expect("torch: P3 below DDP in every round: met",
            any(g.startswith("- met: P3 fp32 against DDP at 1gbit: 0.89 x") for g in goals), True)
     expect("torch: P3 fp16's median below DDP fp16's, the spreads overlap: no claim",
