@@ -121,13 +121,27 @@ std::vector<std::string> split(const std::string& list) {
 
 }  // namespace
 
+constexpr const char* kUsage =
+    "usage: trainer_vs_pytorch [--batch 32] [--threads 1,2] [--reps 10] [--rounds 3]\n"
+    "                          [--models resnet20,vgg11,alexnet-bn,lstm] [--python /usr/bin/python3]\n"
+    "       trainer_vs_pytorch --accuracy ...   (one epoch of each side: accuracy.cpp)\n";
+
 int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "--accuracy") return gradsync::trainer::bench::accuracy_main(argc, argv);
   std::size_t batch = 32;
   int reps = 10, rounds = 3;
   std::string models = "resnet20,vgg11,alexnet-bn,lstm", threads = "1,2", python = "/usr/bin/python3";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
+  for (int i = 1; i < argc; i += 2) {
+    const std::string k = argv[i];
+    if (k == "--help" || k == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (i + 1 >= argc) {  // a flag without its value must not start a long benchmark with the defaults
+      std::fprintf(stderr, "trainer_vs_pytorch: %s needs a value\n%s", k.c_str(), kUsage);
+      return 2;
+    }
+    const std::string v = argv[i + 1];
     if (k == "--batch") batch = std::stoul(v);
     else if (k == "--threads") threads = v;
     else if (k == "--reps") reps = std::stoi(v);
@@ -135,7 +149,7 @@ int main(int argc, char** argv) {
     else if (k == "--models") models = v;
     else if (k == "--python") python = v;
     else {
-      std::fprintf(stderr, "unknown option %s\n", k.c_str());
+      std::fprintf(stderr, "trainer_vs_pytorch: unknown option %s\n%s", k.c_str(), kUsage);
       return 2;
     }
   }
