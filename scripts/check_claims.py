@@ -45,6 +45,8 @@ import statistics
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.append(os.path.join(ROOT, "benchmarks", "e2e"))
+from rounds import at_or_below  # noqa: E402  the sweeps' rule for "at or below" over rounds
 
 NUM = r"-?\d[\d,]*(?:\.\d+)?"
 # One figure: a number or a range of two, then its unit. The look-behind keeps parts of names
@@ -441,25 +443,22 @@ def _ddp_best(p: str, match: dict) -> dict:
 
 
 def _rounds_mark(mine: dict, other: dict) -> str:
-    """ " <=" where every round of `mine` was at or below every round of `other`, " >" where every
-    round was above, "" otherwise (one round, or spreads that overlap: no claim)."""
-    if min(mine.get("rounds", 1), other.get("rounds", 1)) < 2:
-        return ""
-    if mine["spread_s"][1] <= other["spread_s"][0]:
-        return " <="
-    return " >" if mine["spread_s"][0] > other["spread_s"][1] else ""
+    """ " <=" where the rounds say `mine` is at or below `other` (rounds.at_or_below), " >" where every
+    round was above, "" where they make no claim."""
+    return {True: " <=", False: " >", None: ""}[at_or_below(mine, other)]
 
 
-def _torch_vs_best(contender: str):
-    """A cell: a contender's median over rounds, x DDP at its best, and the rounds' verdict."""
+def _torch_vs(contender: str, other):
+    """A cell: a contender's median over rounds, x the run other(results, match) picks, and the
+    rounds' verdict."""
     def cell(p, match):
         found = runs(p, contender=contender, **match)
         if not found:
             return ""
-        mine, best = found[0], _ddp_best(p, match)
+        mine, theirs = found[0], other(p, match)
         if not mine.get("ok", True) or mine.get("iteration_s") is None:
             return "failed"
-        return f"{mine['iteration_s']:.3f} ({mine['iteration_s'] / best['iteration_s']:.2f}{_rounds_mark(mine, best)})"
+        return f"{mine['iteration_s']:.3f} ({mine['iteration_s'] / theirs['iteration_s']:.2f}{_rounds_mark(mine, theirs)})"
     return cell
 
 
@@ -470,7 +469,7 @@ def _torch215_table(sub: str, links: tuple[str, ...], hooks: bool) -> str:
     rows = _grouped(_models("resnet50", "transformer", "vgg16"), links, lambda m, l: p)
     cols = [("compute", None)] + ([("hooks", "compute")] if hooks else []) + [("ddp", None)]
     cols += [("ddp-view", None)] if runs(p, contender="ddp-view") else []
-    cols += [_torch_vs_best("p3"), _torch_vs_best("auto"), lambda q, match: _auto_choice(q, **match)]
+    cols += [_torch_vs("p3", _ddp_best), _torch_vs("auto", _ddp_best), lambda q, match: _auto_choice(q, **match)]
     head = ["model", "link", "compute only"] + (["hooks, 1 node (x compute)"] if hooks else []) + ["DDP"]
     head += ["DDP view + static"] if runs(p, contender="ddp-view") else []
     head += ["P3 fp32 (x DDP's best)", "auto (x DDP's best)", "auto chose (units per iteration)"]
@@ -484,15 +483,9 @@ def _torch_hook_table(sub: str, redo: dict) -> str:
     rows = _grouped(_models("resnet50", "transformer"), ("1gbit", "300mbit"),
                     lambda m, l: redo.get((m["model"], l), p))
 
-    def vs_fp16(contender):
-        def cell(q, match):
-            mine, theirs = run(q, contender=contender, **match), run(q, contender="ddp-fp16", **match)
-            if not mine.get("ok", True) or mine.get("iteration_s") is None:
-                return "failed"
-            return f"{mine['iteration_s']:.3f} ({mine['iteration_s'] / theirs['iteration_s']:.2f}{_rounds_mark(mine, theirs)})"
-        return cell
+    fp16 = lambda q, match: run(q, contender="ddp-fp16", **match)
     return runs_table(["model", "link", "DDP fp16 hook", "DDP + gradsync qsgd8 hook (x DDP fp16)", "P3 fp16 (x DDP fp16)"],
-                      rows, [("ddp-fp16", None), vs_fp16("ddp-gs-qsgd8"), vs_fp16("p3-fp16")], 3)
+                      rows, [("ddp-fp16", None), _torch_vs("ddp-gs-qsgd8", fp16), _torch_vs("p3-fp16", fp16)], 3)
 
 
 def gen_torch_table(name: str) -> str:
