@@ -14,6 +14,14 @@
 /// every new waiter (a waiter wakes it: in a chain of messages, each waits for the last, and the
 /// next one's request must be tested at once, not after the poller's sleep). A completion is
 /// noticed at most `cap` late; meanwhile the sockets' buffers keep the link busy.
+///
+/// `cap` is what a chained step may lose, so it is about one slice's time on a fast link. A 4-rank
+/// ring's unit is 6 chained steps, and with ranks sharing cores the neighbour's message often
+/// comes milliseconds after the last completion, when the sleep has reached the cap: P3 on VGG-11
+/// over 4 ranks on 2 cores took 4.9 s per iteration with a 1 ms cap, 2.1 s with 200 us and 2.0 s
+/// with 100 us. A longer cap saves CPU only where the link sets the pace, not time (2 ranks at
+/// 300 Mbit/s: 1.06, 1.33 and 1.51 CPU-s per iteration, the same 5.1 s iteration).
+/// Measured in benchmarks/e2e/results/2026-11-29-poller-cap.
 #include <mpi.h>
 
 #include <algorithm>
@@ -27,7 +35,7 @@ namespace gradsync::transport::detail {
 class MpiWaits {
  public:
   using clock = std::chrono::steady_clock;
-  static constexpr std::chrono::microseconds first_sleep{20}, cap{1000};
+  static constexpr std::chrono::microseconds first_sleep{20}, cap{100};
   static constexpr int spins = 8;
 
   /// Waits until `req` completes: true, `st` its status with MPI_ERROR set (an error of the
