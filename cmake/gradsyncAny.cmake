@@ -27,8 +27,9 @@ function(gradsync_any_library out)
 endfunction()
 
 # gradsync_link_any(TARGET LIB...): links TARGET (PRIVATE) to the gradsync_any_library of the
-# backends among the libraries LIB... it links (gradsync::mpi, gradsync::gloo). Not with
-# gradsync::nccl (see above) or gradsync::torch (LibTorch may compile for another C++ ABI).
+# backends among the libraries LIB... it links (gradsync::mpi, gradsync::gloo), and names that
+# library in TARGET's property GRADSYNC_ANY (tests/ shares a precompiled header per library). Not
+# with gradsync::nccl (see above) or gradsync::torch (LibTorch may compile for another C++ ABI).
 function(gradsync_link_any target)
   if("gradsync::nccl" IN_LIST ARGN OR "gradsync::torch" IN_LIST ARGN)
     return()
@@ -41,4 +42,5 @@ function(gradsync_link_any target)
   endforeach()
   gradsync_any_library(lib ${backends})
   target_link_libraries(${target} PRIVATE ${lib})
+  set_target_properties(${target} PROPERTIES GRADSYNC_ANY ${lib})
 endfunction()
