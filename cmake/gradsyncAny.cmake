@@ -28,8 +28,9 @@ endfunction()
 
 # gradsync_link_any(TARGET LIB...): links TARGET (PRIVATE) to the gradsync_any_library of the
 # backends among the libraries LIB... it links (gradsync::mpi, gradsync::gloo), and names that
-# library in TARGET's property GRADSYNC_ANY (tests/ shares a precompiled header per library). Not
-# with gradsync::nccl (see above) or gradsync::torch (LibTorch may compile for another C++ ABI).
+# library in TARGET's property GRADSYNC_ANY (tests/ shares a precompiled header among the programs
+# that link the one without backends). Not with gradsync::nccl (see above) or gradsync::torch
+# (LibTorch may compile for another C++ ABI).
 function(gradsync_link_any target)
   if("gradsync::nccl" IN_LIST ARGN OR "gradsync::torch" IN_LIST ARGN)
     return()
