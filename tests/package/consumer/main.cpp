@@ -9,11 +9,7 @@ int main() {
   gradsync::transport::InProcessGroup group(2);
   std::vector<float> g0(5, 1.0f), g1(5, 3.0f);
   auto rank = [&](int r, std::vector<float>& g) {
-    // Policies chosen at compile time: AnySynchronizer would compile every codec and collective
-    // (most of this test's time) to check what including gradsync.hpp already checks.
-    gradsync::Synchronizer<gradsync::slicing::FixedSlices, gradsync::priority::ForwardOrder, gradsync::codec::Identity,
-                           gradsync::collective::Ring>
-        sync(group.rank(r), gradsync::ModelLayout{{"w", 5}});
+    gradsync::AnySynchronizer sync(group.rank(r), gradsync::ModelLayout{{"w", 5}});
     sync.gradient_ready(0, g);
     sync.finish_iteration();
     sync.wait_all();
