@@ -148,9 +148,10 @@ class DistributedOptimizer:
     backward_passes_per_step: backward passes accumulated into one step (gradient accumulation).
     timeout: seconds to wait for a peer before PeerError. link: an emulated link ("1gbit",
     "300mbit+50us") between ranks (gradsync's Throttled transport). inflight_units, credit_bytes,
-    seed, check_finite: gradsync::Options (check_finite=False with a torch.amp.GradScaler, which
-    skips the steps whose gradients overflow; not with an ef+ codec). trace: record each unit's
-    times (trace()).
+    seed, check_finite: gradsync::Options; 0 leaves inflight_units and credit_bytes to the library
+    (2 (N-1) units within 2..8 for N ranks, 4 MiB). check_finite=False with a torch.amp.GradScaler,
+    which skips the steps whose gradients overflow; not with an ef+ codec. trace: record each
+    unit's times (trace()).
 
     At construction every rank checks its model against rank 0's (a difference raises PeerError
     naming the parameter) and takes rank 0's parameters and buffers. Batch-norm running

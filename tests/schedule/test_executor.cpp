@@ -55,7 +55,7 @@ struct Engine {
   using Executors = schedule::Executors<priority::ForwardOrder, codec::Identity, Recording>;
 
   Engine(transport::Transport& t, const ModelLayout& layout, Options options, Recording collective)
-      : layout(layout), options(std::move(options)), collective(std::move(collective)),
+      : layout(layout), options(settled(std::move(options), t.size())), collective(std::move(collective)),
         table(layout, slicing.plan(layout), 0, false, slicing.describe()),
         leader(t, control, this->options, capacities(layout), table),
         state(collective::start(this->collective, {.transport = t})),

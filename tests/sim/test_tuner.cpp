@@ -70,13 +70,13 @@ TEST_CASE("where the wire bounds the iteration, ties go to P3's default", "[sim]
   const sim::Profile vgg = sim::builtin_profile("vgg11", {});
   const sim::TuneSpace space;
   const auto ranked = sim::tune(vgg, network("300mbit", 2), space);
-  const sim::Setting* p3 = sim::p3_default(ranked);
+  const sim::Setting* p3 = sim::p3_default(ranked, 2);
   REQUIRE(p3 != nullptr);
   const auto whole = std::ranges::find_if(ranked, [](const sim::Setting& s) { return s.slicing == "whole"; });
   REQUIRE(whole != ranked.end());
   CAPTURE(ranked.front().slicing, ranked.front().iteration_seconds, p3->iteration_seconds, whole->iteration_seconds);
   REQUIRE(whole->iteration_seconds <= ranked.front().iteration_seconds * (1 + space.tie));  // a tie it settles
-  REQUIRE(sim::is_p3_default(ranked.front()));
+  REQUIRE(sim::is_p3_default(ranked.front(), 2));
 }
 
 TEST_CASE("with many ranks and a slow round trip the tuner takes larger units than P3's default, and wins",
@@ -87,7 +87,7 @@ TEST_CASE("with many ranks and a slow round trip the tuner takes larger units th
   const auto net = network("10gbit+2ms", 16);
   const sim::TuneSpace space;
   const auto ranked = sim::tune(vgg, net, space);
-  const sim::Setting* p3 = sim::p3_default(ranked);
+  const sim::Setting* p3 = sim::p3_default(ranked, 16);
   REQUIRE(p3 != nullptr);
   REQUIRE(p3->slicing == "fixed:40000");
   CAPTURE(ranked.front().slicing, ranked.front().inflight_units, ranked.front().credit_bytes,

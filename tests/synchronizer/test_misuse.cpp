@@ -205,6 +205,19 @@ TEST_CASE("ranks that differ only in the seed fail, however long the policies' d
                               Catch::Contains("'seed=18446744073709551614' vs 'seed=18446744073709551615'"));
 }
 
+TEST_CASE("units in flight left to the library are its choice for the ranks, as if given") {
+  // 3 ranks: 2 (N-1) = 4. A rank that gives 4 agrees with those that leave it; one that gives 2 does not.
+  REQUIRE(default_inflight_units(3) == 4);
+  const auto agree = construct_on_3([](int r, transport::Transport& t) {
+    AnySynchronizer sync(t, kLayout, {}, Options{.inflight_units = r == 1 ? 4u : 0u});
+  });
+  for (const auto& e : agree) REQUIRE(e.empty());
+  const auto errors = construct_on_3([](int r, transport::Transport& t) {
+    AnySynchronizer sync(t, kLayout, {}, Options{.inflight_units = r == 2 ? 2u : 0u});
+  });
+  REQUIRE_THAT(errors[0], Catch::Contains("rank 2 uses policies") && Catch::Contains("'inflight=2' vs 'inflight=4'"));
+}
+
 TEST_CASE("a rank that never joins makes the handshake fail within the timeout") {
   transport::InProcessGroup g(2);
   const auto t0 = std::chrono::steady_clock::now();

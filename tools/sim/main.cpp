@@ -44,7 +44,7 @@ int print_tuning(const sim::Profile& profile, const sim::Network& net, const sim
   const auto t0 = std::chrono::steady_clock::now();
   const auto ranked = sim::tune(profile, net, space);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const sim::Setting* p3 = sim::p3_default(ranked);
+  const sim::Setting* p3 = sim::p3_default(ranked, net.ranks);
   std::printf("%s x%d ranks, %s %s, %.4g Gbit/s: %zu settings simulated in %.3f s\n", profile.name.c_str(), net.ranks,
               space.priority.c_str(), space.codec.c_str(), net.bytes_per_second * 8 / 1e9, ranked.size(), wall);
   for (std::size_t i = 0; i < ranked.size(); ++i) {
@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
     if (sum_gbps >= 0) codec_model.sum_gbps = sum_gbps;
 
     sim::Options opt{.iterations = iterations, .record = !no_events, .rank_skew = !no_skew};
-    if (inflight > 0) opt.inflight_units = inflight;
+    opt.inflight_units = inflight > 0 ? inflight : gradsync::default_inflight_units(net.ranks);
     if (credit_mb > 0) opt.credit_bytes = static_cast<std::size_t>(credit_mb * 1024 * 1024);
 
     if (!write_profile.empty()) sim::write_json(sim::profile_json(profile), write_profile, 1);

@@ -1,5 +1,6 @@
 #pragma once
 /// Options: the Synchronizer's runtime knobs (policies carry their own knobs).
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -16,8 +17,9 @@ struct Options {
   /// overtakes everything still queued at the next unit boundary. A unit larger than the credit
   /// still goes, alone.
   std::size_t credit_bytes = 4u << 20;
-  /// Units whose collectives may progress concurrently (one executor thread each).
-  unsigned inflight_units = 2;
+  /// Units whose collectives may progress concurrently (one executor thread each); 0: the
+  /// library's choice for the job's number of ranks, default_inflight_units().
+  unsigned inflight_units = 0;
   /// Seed for stochastic codecs (QSGD rounding); all ranks must use the same one.
   std::uint64_t seed = 0;
   /// How long to wait for a peer (or for a layer's aggregate) before failing with PeerError.
@@ -30,5 +32,21 @@ struct Options {
   /// Called from an executor thread after each unit (keep it cheap); empty: nothing.
   std::function<void(const UnitEvent&)> on_unit;
 };
+
+/// Options::inflight_units when it is 0, for `ranks` ranks: two units per hop of a ring unit,
+/// 2 (N-1), at least 2 and at most 8. A ring unit is 2 (N-1) steps, each waiting for a
+/// neighbour's message, so a fixed number in flight leaves each link fewer messages at once the
+/// more ranks there are. On 2 ranks that is the 2 measured best before; on 4 ranks sharing 2 cores
+/// P3's slices of VGG-11 took 1.91-1.92 s per iteration with 2 in flight and 1.53-1.71 s with 4 to
+/// 8, on less CPU (benchmarks/e2e/results/2026-11-29-inflight). Beyond 4 ranks the cap is not
+/// measured: each unit in flight is an executor thread with buffers of the largest unit.
+inline unsigned default_inflight_units(int ranks) { return static_cast<unsigned>(std::clamp(2 * (ranks - 1), 2, 8)); }
+
+/// `o` with what it leaves to the library chosen for `ranks` ranks (inflight_units 0), as the
+/// Synchronizer runs it (schedule/plan.hpp).
+inline Options settled(Options o, int ranks) {
+  if (o.inflight_units == 0) o.inflight_units = default_inflight_units(ranks);
+  return o;
+}
 
 }  // namespace gradsync

@@ -22,6 +22,7 @@
 #include "../codec/identity.hpp"
 #include "../codec/memory.hpp"
 #include "../collective/concept.hpp"
+#include "../core/error.hpp"
 #include "../core/layout.hpp"
 #include "../core/options.hpp"
 #include "../core/statistics.hpp"
@@ -58,6 +59,9 @@ class Executors {
   };
 
   explicit Executors(Parts parts) : p_(parts), slots_(parts.options.inflight_units) {
+    if (slots_.empty())
+      throw UsageError("gradsync: Executors need settled options (Options::inflight_units 0 is the library's choice: "
+                       "gradsync::settled(options, ranks) makes it)");
     // Warm the buffers for the largest unit (detail::Wire grows them if a message needs more).
     const std::size_t n = p_.table.max_elements();
     const std::size_t bytes = std::max(p_.codec.encoded_bytes(n), codec::Identity{}.encoded_bytes(n));

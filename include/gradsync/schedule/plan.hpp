@@ -43,11 +43,12 @@ class Plan {
  public:
   /// Throws ConfigError / UsageError naming what does not fit, before anything starts.
   Plan(ModelLayout layout_, Options options_, Policies<Slicing, Priority, Codec, Collective> policies_, int world)
-      : layout(std::move(layout_)), options(std::move(options_)), policies(std::move(policies_)),
+      : layout(std::move(layout_)), options(gradsync::settled(std::move(options_), world)), policies(std::move(policies_)),
         fp32_below(bypass_threshold()), units(policies.slicing.plan(layout)), lane_capacity(lane_capacities()),
         describe(describe_policies()), hello(handshake_info(world)) {}
 
   ModelLayout layout;
+  /// The caller's options with the library's choices made (Options::inflight_units).
   Options options;
   Policies<Slicing, Priority, Codec, Collective> policies;
   /// Units carrying only tensors under this many elements go as fp32 (codec/bypass.hpp).
@@ -117,7 +118,6 @@ class Plan {
   /// Checks the policies fit together first.
   std::size_t bypass_threshold() const {
     collective::check_accepts(policies.collective, policies.codec);
-    if (options.inflight_units == 0) throw UsageError("gradsync: Options::inflight_units must be at least 1");
     const codec::Traits c = policies.codec.traits();
     if (c.lossless) return 0;
     std::vector<std::size_t> sizes;

@@ -145,7 +145,7 @@ inline Tuning tune_on_link(transport::Transport& t, const Profile& profile, cons
     const auto t0 = detail::Clock::now();
     if (t.size() > 1) tuning.link = detail::measure(t);
     const auto ranked = tune(profile, network(t.size(), tuning.link), space);
-    const Setting* p3 = p3_default(ranked);
+    const Setting* p3 = p3_default(ranked, t.size());
     tuning.chosen = ranked.front();
     tuning.default_seconds = p3 ? p3->iteration_seconds : 0;
     tuning.wall_seconds = detail::seconds_since(t0);

@@ -10,8 +10,9 @@ namespace gradsync::sim {
 
 struct Options {
   std::size_t iterations = 10;
-  /// Units whose collectives may be in flight at once (gradsync::Options::inflight_units).
-  std::size_t inflight_units = gradsync::Options{}.inflight_units;
+  /// Units whose collectives may be in flight at once (gradsync::Options::inflight_units); 0: the
+  /// library's choice for the network's ranks (gradsync::default_inflight_units).
+  std::size_t inflight_units = 0;
   /// fp32 bytes of units in flight at once (gradsync::Options::credit_bytes).
   std::size_t credit_bytes = gradsync::Options{}.credit_bytes;
   /// Keep the per-unit, per-transfer and compute events (off: only times and utilization).

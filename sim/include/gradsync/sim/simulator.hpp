@@ -69,12 +69,12 @@ namespace gradsync::sim {
 /// profile, network, codec rate or window.
 template <slicing::Slicing S, priority::Priority P>
 Result simulate(const Profile& profile, const S& slicing, P priority, const CodecModel& codec,
-                const CollectiveModel& collective, const Network& net, const Options& options) {
+                const CollectiveModel& collective, const Network& net, Options options) {
   profile.validate();
   net.validate();
   codec.validate();
   if (options.iterations == 0) throw ConfigError("gradsync: simulate at least 1 iteration");
-  if (options.inflight_units == 0) throw ConfigError("gradsync: the simulator's inflight_units must be at least 1");
+  if (options.inflight_units == 0) options.inflight_units = default_inflight_units(net.ranks);
   if (options.credit_bytes == 0) throw ConfigError("gradsync: the simulator's credit_bytes must be at least 1");
   Result r;
   const ModelLayout layout = profile.layout();

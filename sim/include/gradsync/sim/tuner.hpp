@@ -37,7 +37,8 @@ struct Setting {
   double iteration_seconds = 0;
 };
 
-/// What tune() searches. The defaults cover P3's default (fixed:40000, 4 MiB) and both sides of it.
+/// What tune() searches. The defaults cover P3's default (fixed:40000, 4 MiB) and both sides of it;
+/// tune() adds the library's units in flight for the network's ranks (default_inflight_units).
 struct TuneSpace {
   std::vector<std::string> slicings{"whole",         "fixed:640000", "fixed:320000", "fixed:160000",
                                     "fixed:80000",   "fixed:40000",  "fixed:20000",  "fixed:10000"};
@@ -55,9 +56,9 @@ struct TuneSpace {
   double wire_bound = 1.5;
 };
 
-/// Whether `s` is P3's default: fixed:40000 on the ring with the library's window.
-inline bool is_p3_default(const Setting& s) {
-  return s.slicing == "fixed:40000" && s.collective == "ring" && s.inflight_units == gradsync::Options{}.inflight_units &&
+/// Whether `s` is P3's default on `ranks` ranks: fixed:40000 on the ring with the library's window.
+inline bool is_p3_default(const Setting& s, int ranks) {
+  return s.slicing == "fixed:40000" && s.collective == "ring" && s.inflight_units == default_inflight_units(ranks) &&
          s.credit_bytes == gradsync::Options{}.credit_bytes;
 }
 
@@ -67,12 +68,16 @@ inline std::vector<Setting> tune(const Profile& profile, const Network& net, con
     throw ConfigError("gradsync: the tuner needs at least one slicing, collective, inflight and credit value");
   const auto priority = priority::AnyPriority::parse(space.priority);
   const CodecModel codec = CodecModel::parse(space.codec);
+  // The library's own window for these ranks among them, so that the tie rule can find P3's default.
+  std::vector<std::size_t> inflight_values = space.inflight_units;
+  if (std::ranges::find(inflight_values, default_inflight_units(net.ranks)) == inflight_values.end())
+    inflight_values.push_back(default_inflight_units(net.ranks));
   std::vector<Setting> grid;
   for (const std::string& s : space.slicings) {
     const auto slicing = slicing::AnySlicing::parse(s);
     for (const std::string& c : space.collectives) {
       const CollectiveModel collective = CollectiveModel::parse(c);
-      for (std::size_t inflight : space.inflight_units)
+      for (std::size_t inflight : inflight_values)
         for (std::size_t mib : space.credit_mib) {
           const Options opt{.iterations = space.iterations + 1, .inflight_units = inflight,
                             .credit_bytes = mib << 20, .record = false};
@@ -98,7 +103,7 @@ inline std::vector<Setting> tune(const Profile& profile, const Network& net, con
     auto tied = [&](const Setting& s) { return s.iteration_seconds <= best * (1 + space.tie); };
     auto pick = std::ranges::find_if(grid, tied);
     if (best >= compute * space.wire_bound)
-      if (const auto p3 = std::ranges::find_if(grid, [&](const Setting& s) { return is_p3_default(s) && tied(s); });
+      if (const auto p3 = std::ranges::find_if(grid, [&](const Setting& s) { return is_p3_default(s, net.ranks) && tied(s); });
           p3 != grid.end())
         pick = p3;
     ranked.push_back(*pick);
@@ -107,10 +112,10 @@ inline std::vector<Setting> tune(const Profile& profile, const Network& net, con
   return ranked;
 }
 
-/// P3's default setting (fixed:40000, ring, the library's window) in `ranked`, or null: what a
-/// tuned choice is compared with.
-inline const Setting* p3_default(const std::vector<Setting>& ranked) {
-  const auto it = std::ranges::find_if(ranked, is_p3_default);
+/// P3's default setting on `ranks` ranks (fixed:40000, ring, the library's window) in `ranked`, or
+/// null: what a tuned choice is compared with.
+inline const Setting* p3_default(const std::vector<Setting>& ranked, int ranks) {
+  const auto it = std::ranges::find_if(ranked, [&](const Setting& s) { return is_p3_default(s, ranks); });
   return it == ranked.end() ? nullptr : &*it;
 }
 
