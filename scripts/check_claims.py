@@ -624,13 +624,13 @@ def _e2e_rounds_table(subs: str) -> str:
     return runs_table(head, rows, cols, 3, key="policy")
 
 
-def _e2e_before_after_table(sub: str) -> str:
-    """A sweep with --rounds of P3 built from the commit before a change (p3-before, --trainer-of)
-    beside P3 after it and DDP: medians with the rounds' verdict against DDP, overhead and CPU."""
-    p = f"{E2E}/{sub}/results.json"
-    rows = _e2e_rows_of(p)
-    three = ("p3-before", "p3", "ddp")
-    cols = [("compute", None), ("ddp-compute", None), _e2e_round_cell("p3-before"), _e2e_round_cell("p3"),
+def _e2e_before_after_table(sub: str, before: str = "p3-before") -> str:
+    """Sweeps ('+' between their folders) with --rounds of P3 before a change (`before`: p3-before,
+    built from the commit before it with --trainer-of, or P3 with the old setting as flags) beside
+    P3 after it and DDP: medians with the rounds' verdict against DDP, overhead and CPU."""
+    rows = [row for one in sub.split("+") for row in _e2e_rows_of(f"{E2E}/{one}/results.json")]
+    three = (before, "p3", "ddp")
+    cols = [("compute", None), ("ddp-compute", None), _e2e_round_cell(before), _e2e_round_cell("p3"),
             ("ddp", None), _e2e_pair(three), _e2e_pair(three, "cpu_s"), _e2e_pair(three, "cpu_overhead_s"),
             _e2e_pair(three, "others_cores", 2)]
     head = ["model", "link", "gradsync compute only", "DDP compute only", "P3 before (x DDP)", "P3 after (x DDP)", "DDP",
@@ -657,7 +657,7 @@ def gen_e2e_table(name: str) -> str:
     if name.startswith("rounds:"):
         return _e2e_rounds_table(name.split(":", 1)[1])
     if name.startswith("before-after:"):
-        return _e2e_before_after_table(name.split(":", 1)[1])
+        return _e2e_before_after_table(*name.split(":")[1:3])
     if name == "compute":
         rows = [((m, l), r(f"2026-11-27-compute/{m}-n2"), {"model": m, "link": l})
                 for m in E2E_MODELS for l in ("unlimited", "300mbit")]
