@@ -9,25 +9,28 @@
 /// all (MPI_Testsome over every waiting request) while the others sleep on a condition variable
 /// until it finds their request done, or hands the polling on because its own is.
 ///
-/// The poller tests a few times back to back, then sleeps between passes: 20 us at first, growing
-/// by half each pass that finds nothing, at most `cap`. It starts over at every completion and at
-/// every new waiter (a waiter wakes it: in a chain of messages, each waits for the last, and the
-/// next one's request must be tested at once, not after the poller's sleep). A completion is
-/// noticed at most `cap` late; meanwhile the sockets' buffers keep the link busy.
+/// The poller tests a few times back to back after every completion and after a new waiter comes
+/// (on a fast link a chained message's completion is caught within tens of microseconds), then
+/// sleeps `pause` between passes. A new waiter does not wake a sleeping poller: it has just tested
+/// its own request, and the poller's next pass (at most `pause` later) starts the back-to-back
+/// tests again. Each wake-up is a context switch, the largest CPU cost of P3's many small units
+/// when ranks share cores: sleeps that started at 20 us after every event and grew to the pause,
+/// and a wake-up per new waiter, cost 4 ranks on 2 cores 0.11 CPU-s per rank and iteration at
+/// 1 Gbit/s (VGG-11: 1.114 against 0.998 s), at an equal or shorter iteration on every link
+/// measured (benchmarks/e2e/results/2026-11-29-poller-flat).
 ///
-/// `cap` is what a chained step may lose, so it is about one slice's time on a fast link. A 4-rank
+/// `pause` is what a chained step may lose, so it is about one slice's time on a fast link. A 4-rank
 /// ring's unit is 6 chained steps, and with ranks sharing cores the neighbour's message often
-/// comes milliseconds after the last completion, when the sleep has reached the cap: P3 on VGG-11
-/// over 4 ranks on 2 cores took 4.9 s per iteration with a 1 ms cap, 2.1 s with 200 us and 2.0 s
-/// with 100 us. A longer cap saves CPU only where the link sets the pace, not time (2 ranks at
-/// 300 Mbit/s: 1.06, 1.33 and 1.51 CPU-s per iteration, the same 5.1 s iteration).
-/// Measured in benchmarks/e2e/results/2026-11-29-poller-cap.
+/// comes milliseconds after the last completion: P3 on VGG-11 over 4 ranks on 2 cores took 4.9 s
+/// per iteration with a 1 ms cap on the sleeps, 2.1 s with 200 us and 2.0 s with 100 us
+/// (benchmarks/e2e/results/2026-11-29-poller-cap).
 #include <mpi.h>
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace gradsync::transport::detail {
@@ -35,7 +38,7 @@ namespace gradsync::transport::detail {
 class MpiWaits {
  public:
   using clock = std::chrono::steady_clock;
-  static constexpr std::chrono::microseconds first_sleep{20}, cap{100};
+  static constexpr std::chrono::microseconds pause{100};
   static constexpr int spins = 8;
 
   /// Waits until `req` completes: true, `st` its status with MPI_ERROR set (an error of the
@@ -45,8 +48,7 @@ class MpiWaits {
     Waiter me{&req, &st};
     std::unique_lock lock(mutex_);
     waiters_.push_back(&me);
-    fresh_ = true;
-    poller_wake_.notify_one();
+    fresh_ = true;  // the poller's next pass tests back to back again
     while (!me.done) {
       if (clock::now() >= deadline) {
         leave(me);
@@ -79,17 +81,14 @@ class MpiWaits {
   void poll_for_all(std::unique_lock<std::mutex>& lock, Waiter& self, clock::time_point deadline) {
     polling_ = true;
     int passes = 0;
-    auto sleep = first_sleep;
     while (!self.done && clock::now() < deadline) {
-      if (test_all() || fresh_) {
-        passes = 0;
-        sleep = first_sleep;
-      }
+      if (test_all() || fresh_) passes = 0;
       fresh_ = false;
       if (self.done) break;
       if (++passes <= spins) continue;
-      poller_wake_.wait_for(lock, sleep);
-      sleep = std::min(sleep + sleep / 2, cap);
+      lock.unlock();  // waiters come and leave meanwhile
+      std::this_thread::sleep_for(pause);
+      lock.lock();
     }
     polling_ = false;
     if (!self.done) leave(self);
@@ -138,7 +137,6 @@ class MpiWaits {
 
   std::mutex mutex_;  // guards everything below
   std::vector<Waiter*> waiters_;
-  std::condition_variable poller_wake_;  // a new waiter wakes the poller
   bool polling_ = false, fresh_ = false;
   std::vector<MPI_Request> requests_;  // test_all's scratch
   std::vector<int> indices_;
