@@ -19,7 +19,7 @@
 /// transport::apply_mpi_defaults() first, or pass `--mca btl_tcp_eager_limit 1048640 --mca
 /// btl_tcp_max_send_size 1048640` to mpirun.
 /// Waits on requests go through detail::MpiWaits (one waiting thread polls for all: a few tests
-/// back to back after each event, then 100 us sleeps); probes poll with detail::Backoff (no sched_yield:
+/// back to back after each event, then sleeps of 100-200 us); probes poll with detail::Backoff (no sched_yield:
 /// polling threads leave the cores to the compute threads).
 /// Constructing an Mpi is collective (it duplicates the communicator): every rank constructs its
 /// transports in the same order.

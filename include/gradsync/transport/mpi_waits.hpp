@@ -11,19 +11,22 @@
 ///
 /// The poller tests a few times back to back after every completion and after a new waiter comes
 /// (on a fast link a chained message's completion is caught within tens of microseconds), then
-/// sleeps `pause` between passes. A new waiter does not wake a sleeping poller: it has just tested
-/// its own request, and the poller's next pass (at most `pause` later) starts the back-to-back
-/// tests again. Each wake-up is a context switch, the largest CPU cost of P3's many small units
-/// when ranks share cores: sleeps that started at 20 us after every event and grew to the pause,
-/// and a wake-up per new waiter, cost 4 ranks on 2 cores 0.11 CPU-s per rank and iteration at
-/// 1 Gbit/s (VGG-11: 1.114 against 0.998 s), at an equal or shorter iteration on every link
-/// measured (benchmarks/e2e/results/2026-11-29-poller-flat).
+/// sleeps between passes. A new waiter does not wake a sleeping poller: it has just tested its own
+/// request, and the poller's next pass starts the back-to-back tests again. Each wake-up is a
+/// context switch, the largest CPU cost of P3's many small units when ranks share cores: sleeps
+/// that started at 20 us after every event and grew to 100 us, and a wake-up per new waiter, cost
+/// 4 ranks on 2 cores 0.11 CPU-s per rank and iteration at 1 Gbit/s (VGG-11: 1.114 against 0.998 s),
+/// at an equal or shorter iteration on every link measured (benchmarks/e2e/results/2026-11-29-poller-flat).
 ///
-/// `pause` is what a chained step may lose, so it is about one slice's time on a fast link. A 4-rank
-/// ring's unit is 6 chained steps, and with ranks sharing cores the neighbour's message often
-/// comes milliseconds after the last completion: P3 on VGG-11 over 4 ranks on 2 cores took 4.9 s
-/// per iteration with a 1 ms cap on the sleeps, 2.1 s with 200 us and 2.0 s with 100 us
-/// (benchmarks/e2e/results/2026-11-29-poller-cap).
+/// The sleep is an eighth of the time a queued wait has been taking (a running mean), within
+/// `min_pause`..`max_pause`: a pass that comes late then costs a chained step about 6% of a wait.
+/// Where messages come within a millisecond (2 ranks on a fast link: 0.7-0.8 ms) it stays at
+/// 100 us, for 200 us there made VGG-11's iteration 5% longer; where they take longer (a slow link,
+/// or 4 ranks sharing 2 cores: 1.6-3.2 ms) the other units in flight hide a 200 us pause, which took
+/// 17% less CPU on 2 ranks at 300 Mbit/s and 1-8% on 4 ranks at 1 Gbit/s, no iteration longer
+/// (benchmarks/e2e/results/2026-11-29-poller-pause). The cap bounds what a long wait in the mean
+/// costs the next fast one: with 2 units in flight on 4 ranks a 1 ms cap made an iteration 2.5x as
+/// long (benchmarks/e2e/results/2026-11-29-poller-cap), and 400 us saved no CPU over 200.
 #include <mpi.h>
 
 #include <algorithm>
@@ -38,7 +41,8 @@ namespace gradsync::transport::detail {
 class MpiWaits {
  public:
   using clock = std::chrono::steady_clock;
-  static constexpr std::chrono::microseconds pause{100};
+  using duration = std::chrono::duration<double, std::micro>;
+  static constexpr std::chrono::microseconds min_pause{100}, max_pause{200};
   static constexpr int spins = 8;
 
   /// Waits until `req` completes: true, `st` its status with MPI_ERROR set (an error of the
@@ -46,6 +50,7 @@ class MpiWaits {
   bool wait(MPI_Request& req, MPI_Status& st, clock::time_point deadline) {
     if (test_one(req, st)) return true;  // done already: no lock, no hand-over
     Waiter me{&req, &st};
+    const clock::time_point since = clock::now();
     std::unique_lock lock(mutex_);
     waiters_.push_back(&me);
     fresh_ = true;  // the poller's next pass tests back to back again
@@ -57,6 +62,7 @@ class MpiWaits {
       if (!polling_) poll_for_all(lock, me, deadline);
       else me.wake.wait_until(lock, deadline);
     }
+    typical_wait_ += (clock::now() - since - typical_wait_) / 32;
     return true;
   }
 
@@ -87,7 +93,7 @@ class MpiWaits {
       if (self.done) break;
       if (++passes <= spins) continue;
       lock.unlock();  // waiters come and leave meanwhile
-      std::this_thread::sleep_for(pause);
+      std::this_thread::sleep_for(std::clamp(typical_wait_ / 8, duration{min_pause}, duration{max_pause}));
       lock.lock();
     }
     polling_ = false;
@@ -138,6 +144,7 @@ class MpiWaits {
   std::mutex mutex_;  // guards everything below
   std::vector<Waiter*> waiters_;
   bool polling_ = false, fresh_ = false;
+  duration typical_wait_{0};  // running mean of queued waits, from queueing to completion
   std::vector<MPI_Request> requests_;  // test_all's scratch
   std::vector<int> indices_;
   std::vector<MPI_Status> statuses_;

@@ -1,0 +1,3 @@
+#!/bin/sh
+export GS_POLL_STATS=1 GS_LONG=200 GS_ANY=1
+exec /tmp/wt-exp/build/trainer/gradsync-train "$@"

@@ -1,0 +1,3 @@
+#!/bin/sh
+export GS_POLL_STATS=1 GS_DIV=1e9
+exec /tmp/wt-exp/build/trainer/gradsync-train "$@"
