@@ -43,6 +43,8 @@ class MpiWaits {
   using clock = std::chrono::steady_clock;
   using duration = std::chrono::duration<double, std::micro>;
   static constexpr std::chrono::microseconds min_pause{100}, max_pause{200};
+  static constexpr int pause_share = 8;  // the sleep is 1/pause_share of a typical wait
+  static constexpr int mean_weight = 32;  // each wait moves the running mean by 1/mean_weight
   static constexpr int spins = 8;
 
   /// Waits until `req` completes: true, `st` its status with MPI_ERROR set (an error of the
@@ -62,7 +64,7 @@ class MpiWaits {
       if (!polling_) poll_for_all(lock, me, deadline);
       else me.wake.wait_until(lock, deadline);
     }
-    typical_wait_ += (clock::now() - since - typical_wait_) / 32;
+    typical_wait_ += (clock::now() - since - typical_wait_) / mean_weight;
     return true;
   }
 
@@ -93,12 +95,16 @@ class MpiWaits {
       if (self.done) break;
       if (++passes <= spins) continue;
       lock.unlock();  // waiters come and leave meanwhile
-      std::this_thread::sleep_for(std::clamp(typical_wait_ / 8, duration{min_pause}, duration{max_pause}));
+      std::this_thread::sleep_for(pause());
       lock.lock();
     }
     polling_ = false;
     if (!self.done) leave(self);
     else hand_over();
+  }
+  /// The sleep between passes (the rule in the file's comment). Under the lock.
+  duration pause() const {
+    return std::clamp(typical_wait_ / pause_share, duration{min_pause}, duration{max_pause});
   }
   /// `w` gives up (its deadline passed): out of the list, and if nobody polls, another waiter will.
   void leave(Waiter& w) {
