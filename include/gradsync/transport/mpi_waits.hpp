@@ -94,8 +94,9 @@ class MpiWaits {
       fresh_ = false;
       if (self.done) break;
       if (++passes <= spins) continue;
+      const duration nap = pause();  // read under the lock: waiters update the mean
       lock.unlock();  // waiters come and leave meanwhile
-      std::this_thread::sleep_for(pause());
+      std::this_thread::sleep_for(nap);
       lock.lock();
     }
     polling_ = false;
