@@ -1,6 +1,6 @@
-// Control: the one lock and condition of a Synchronizer. nap() is for pollers that only look for
-// a stop (the abort watcher): it must last its whole time through any amount of progress, and
-// end at once on stop() or fail().
+// Control: the one lock of a Synchronizer. nap() is for pollers that only look for a stop (the
+// abort watcher): it must last its whole time through any amount of progress, and end at once on
+// stop() or fail(). The caller's wait wakes for completions that may end it, a stop or a failure.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -65,4 +65,46 @@ TEST_CASE("nap ends at a failure, and returns after its time otherwise") {
     c.nap(60s);
     CHECK(std::chrono::steady_clock::now() - t0 < 5s);
   }
+}
+
+TEST_CASE("the caller's wait is woken by a completion it may need, a stop or a failure, not by every update") {
+  Control c;
+  std::atomic<int> looks{0};  // how often the waiter's condition was evaluated
+  int layers = 0;
+  std::atomic<bool> woke{false}, ok{false};
+  std::thread waiter([&] {
+    ok = c.wait_caller([&] {
+      ++looks;
+      return layers == 1;
+    });
+    woke = true;
+  });
+  while (looks == 0) std::this_thread::sleep_for(1ms);
+  for (int i = 0; i < 1000; ++i) {
+    c.update([] {});
+    c.update_caller([] { return false; });  // units finished, no layer done
+  }
+  std::this_thread::sleep_for(20ms);
+  CHECK_FALSE(woke);
+  CHECK(looks < 10);  // one look at the start (a spurious wake-up or two at most), not 2,000
+  c.update_caller([&] { return ++layers == 1; });
+  CHECK(becomes_true(woke, 5s));
+  waiter.join();
+  CHECK(ok);
+}
+
+TEST_CASE("a stop or a failure ends the caller's wait, false") {
+  const bool fail = GENERATE(false, true);
+  Control c;
+  std::atomic<bool> ended{false}, result{true};
+  std::thread w([&] {
+    result = c.wait_caller([] { return false; });
+    ended = true;
+  });
+  std::this_thread::sleep_for(20ms);
+  if (fail) c.fail(std::make_exception_ptr(std::runtime_error("x")));
+  else c.stop();
+  CHECK(becomes_true(ended, 5s));
+  w.join();
+  CHECK_FALSE(result);
 }

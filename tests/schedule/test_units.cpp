@@ -89,14 +89,18 @@ TEST_CASE("units are ready in the hand-over that completes their last layer, lay
     std::set<std::uint32_t> completed;
     for (std::uint32_t u : done) {
       REQUIRE_FALSE(table.all_done());
-      table.complete(u);
+      std::size_t done_before = 0, done_after = 0;
+      for (std::uint32_t l = 0; l < layout.num_layers(); ++l) done_before += table.layer_done(l);
+      const bool finished_a_layer = table.complete(u);
       completed.insert(u);
       for (std::uint32_t l = 0; l < layout.num_layers(); ++l) {
         bool all = true;
         for (std::uint32_t v = 0; v < units.size(); ++v)
           if (layers_of(units[v]).contains(l) && !completed.contains(v)) all = false;
         REQUIRE(table.layer_done(l) == all);
+        done_after += all;
       }
+      REQUIRE(finished_a_layer == (done_after > done_before));  // what wakes the caller's wait
     }
     REQUIRE(table.all_done());
   }
@@ -125,13 +129,13 @@ TEST_CASE("a fused unit waits for each of its layers in every iteration, and its
     REQUIRE(head.data() == c.data());
     REQUIRE(head.size() == 2);
     REQUIRE(table.span(units[2].segments[0]).data() == c.data() + 2);
-    table.complete(2);
+    REQUIRE_FALSE(table.complete(2));
     REQUIRE_FALSE(table.layer_done(2));  // unit 1 carries c's head
     REQUIRE(table.layer_done(0) == false);
-    table.complete(1);
+    REQUIRE(table.complete(1));
     REQUIRE(table.layer_done(1));
     REQUIRE(table.layer_done(2));
-    table.complete(0);
+    REQUIRE(table.complete(0));
     REQUIRE(table.all_done());
   }
 }

@@ -25,6 +25,12 @@
 /// the same): once on its rank, once as part of its owner's aggregate, both with error feedback
 /// when the codec keeps a residual (collective/wire.hpp).
 ///
+/// fp32 on 2 ranks: the two steps are one exchange. Each rank sends its whole unit and adds the
+/// other's: the same bytes on the wire as the ring's (2(N-1)/N of the unit is all of it), the same
+/// sum bit for bit (x + y == y + x: each rank's chunk of the ring was also its own plus the
+/// other's), and half the messages, one step of latency instead of two: what a P3 slice of 160 kB
+/// costs on a fast link is mostly those.
+///
 /// Pipelined: every message is one segment, and segment j of a step leaves as soon as segment j
 /// of the step before has arrived, so codec work overlaps the transfer instead of adding to it
 /// (alpha-beta: 2(N-1)(alpha + chunk/beta) plus the compute of one segment, not of the whole
@@ -63,8 +69,7 @@ class SendWindow {
   void drain() {
     while (count_ > 0) pop();
   }
-
- private:
+  /// Waits for the oldest send still in flight (its bytes are the caller's again).
   void pop() {
     const transport::Transport::SendId id = ids_[head_];
     head_ = (head_ + 1) % size_;
@@ -100,12 +105,18 @@ struct Ring {
 
   template <codec::Codec C>
   std::size_t run(transport::Transport& t, const C& codec, Job& job, Workspace& ws) const {
+    if constexpr (detail::raw_fp32<C>)
+      if (t.size() == 2) {
+        detail::Wire<C> w{t, codec, ws, job};
+        return exchange(t, w, job, segment_bytes);
+      }
     return run(t, codec, job, ws, {});
   }
 
   /// As run, and every all-gather message (the bytes that leave the unit identical everywhere)
   /// also goes to the ranks of `tee`, which take them with receive_gathered (Hierarchical's
-  /// members receive what their leader's ring produced, with no further encode).
+  /// members receive what their leader's ring produced, with no further encode). Always the
+  /// ring's steps, on 2 ranks too: a leader without members passes an empty tee.
   template <codec::Codec C>
   std::size_t run(transport::Transport& t, const C& codec, Job& job, Workspace& ws, detail::Tee tee) const {
     const int n = t.size();
@@ -178,6 +189,31 @@ struct Ring {
     }
     window.drain();
     return sent;
+  }
+
+  /// fp32 on 2 ranks: every segment of the unit to the other rank at once, then each received
+  /// one added to this rank's, once its own send has left (the peer must get this rank's values,
+  /// not the sum); the receive is posted before that wait, so neither rank waits on the other's.
+  template <class C>
+  static std::size_t exchange(transport::Transport& t, detail::Wire<C>& w, Job& job, std::size_t segment_bytes) {
+    const int other = 1 - t.rank();
+    const std::size_t bytes = job.data.size() * sizeof(float);
+    const std::size_t k = std::max<std::size_t>((bytes + segment_bytes - 1) / std::max<std::size_t>(segment_bytes, 1), 1);
+    const auto segment = [&](std::size_t j) {
+      const std::size_t from = detail::cut(job.data.size(), k, j, 1);
+      return job.data.subspan(from, detail::cut(job.data.size(), k, j + 1, 1) - from);
+    };
+    detail::SendWindow window(t, w.ws.sends, k);
+    for (std::size_t j = 0; j < k; ++j) window.send(other, job.tag, std::as_bytes(segment(j)));
+    for (std::size_t j = 0; j < k; ++j) {
+      const std::span<float> own = segment(j);
+      const std::span<std::byte> in = w.recv_buffer(own.size());
+      const std::size_t got = t.recv(other, job.tag, in);
+      window.pop();  // segment j's send, the oldest
+      w.decode_add(in.first(got), own);
+      detail::finish_mean(own, job.average, 2, w.codec);
+    }
+    return bytes;
   }
 
   /// Any other codec: every chunk straight to its owner (partition.hpp), then the owners' encoded

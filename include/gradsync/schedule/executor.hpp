@@ -94,12 +94,12 @@ class Executors {
         p_.control.update([&] { --busy_; });
         throw;
       }
-      // One wake-up per unit: the layer's count, the window's credit and the executor's state
-      // change together (each update wakes every waiting thread).
-      p_.control.update([&] {
-        p_.table.complete(d->unit);
+      // The layer's count, the window's credit and the executor's state change together; the
+      // caller is woken only when a layer is done.
+      p_.control.update_caller([&] {
         p_.leader.finished(d->unit);
         --busy_;
+        return p_.table.complete(d->unit);
       });
     }
   }

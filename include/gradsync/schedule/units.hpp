@@ -111,9 +111,12 @@ class UnitTable {
   /// The iteration in which unit u last became ready (-1: never), and when.
   std::int64_t ready_iteration(std::uint32_t u) const { return state_[u].ready_iteration.load(); }
   clock::time_point ready_at(std::uint32_t u) const { return state_[u].ready_at.load(); }
-  /// Unit u is aggregated: its layers have one unit fewer in flight.
-  void complete(std::uint32_t u) {
-    for (const Segment& g : units_[u].segments) layers_[g.layer].remaining.fetch_sub(1);
+  /// Unit u is aggregated: its layers have one unit fewer in flight. True when that was the last
+  /// unit of one of them (a layer is done now).
+  bool complete(std::uint32_t u) {
+    bool layer_done = false;
+    for (const Segment& g : units_[u].segments) layer_done |= layers_[g.layer].remaining.fetch_sub(1) == 1;
+    return layer_done;
   }
 
  private:

@@ -105,13 +105,15 @@ class Watchdog {
   }
 
   /// The caller's wait: until done() holds (true) or the synchronizer stops (false, also when it
-  /// failed). The watchdog fails the synchronizer if it lasts the timeout (see the bound above).
+  /// failed). done() may become true only where a layer completes (Control::update_caller wakes
+  /// this wait only then). The watchdog fails the synchronizer if it lasts the timeout (see the
+  /// bound above).
   template <class Done>
   bool wait(Done&& done, const char* who, std::size_t index) {
     if (done()) return true;
     const CallerWaits::Wait me{clock::now(), who, index};
     callers_.add(me);
-    const bool ok = w_.control.wait(done);
+    const bool ok = w_.control.wait_caller(done);
     callers_.remove(me);
     return ok;
   }

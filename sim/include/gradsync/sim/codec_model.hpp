@@ -64,9 +64,10 @@ struct CodecModel {
   /// Bytes on the wire for `elements` values: raw floats for fp32 (the collectives' fast path,
   /// collective/wire.hpp) and for a unit that bypasses the codec (`fp32`), else the encoded size.
   std::size_t wire_bytes(std::size_t elements, bool fp32) const {
-    return fp32 || std::holds_alternative<codec::Identity>(codec.variant()) ? elements * sizeof(float)
-                                                                           : codec.encoded_bytes(elements);
+    return raw(fp32) ? elements * sizeof(float) : codec.encoded_bytes(elements);
   }
+  /// Whether a unit (`fp32`: one that bypasses the codec) goes as raw floats.
+  bool raw(bool fp32) const { return fp32 || std::holds_alternative<codec::Identity>(codec.variant()); }
   double encode_seconds(std::size_t elements) const { return seconds(elements, encode_gbps); }
   double decode_seconds(std::size_t elements) const { return seconds(elements, decode_gbps); }
   double sum_seconds(std::size_t elements) const { return seconds(elements, sum_gbps); }

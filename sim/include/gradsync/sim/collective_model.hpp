@@ -4,7 +4,9 @@
 /// Parsed from gradsync-train's --collective strings. A unit of n elements whose wire form takes
 /// w(m) bytes for m elements, on p ranks with per-link rate B and latency a:
 ///
-///   ring              2(p-1) steps of w(n/p):  link busy 2(p-1) w(n/p) / B, plus 2(p-1) a
+///   ring              2(p-1) steps of w(n/p):  link busy 2(p-1) w(n/p) / B, plus 2(p-1) a; raw
+///                     floats on 2 ranks one exchange of w(n) (collective::Ring): the same busy
+///                     time, one a
 ///   hierarchical[:k]  groups of k, G = ceil(p/k) groups; ImageNet-in-4-minutes' three phases:
 ///                     intra-group reduce 2(k-1) steps of w(n/k), ring of the G leaders 2(G-1)
 ///                     steps of w(n/G), intra-group broadcast 2(k-1) steps of w(n/k):
@@ -94,6 +96,7 @@ struct CollectiveModel {
   std::size_t threshold_bytes = 256u << 10;  ///< hybrid: fp32 bytes from which the ring is used
   bool tensor_pull = false;                  ///< ps: broadcast a tensor's units once all are aggregated
   std::string text = "ring";                 ///< as parsed
+  bool exchanges = true;  ///< collective::Ring itself: raw floats on 2 ranks are one exchange
 
   static CollectiveModel parse(std::string_view text) {
     using K = collective::Spec::Kind;
@@ -103,7 +106,10 @@ struct CollectiveModel {
     m.group = s.group;
     if (s.threshold_bytes) m.threshold_bytes = *s.threshold_bytes;
     switch (s.kind) {
-      case K::ring: case K::mpi: case K::gloo: case K::nccl: m.kind = Kind::ring; break;
+      case K::ring: case K::mpi: case K::gloo: case K::nccl:
+        m.kind = Kind::ring;
+        m.exchanges = s.kind == K::ring;
+        break;
       case K::ps: case K::dgt: m.kind = Kind::ps; break;  // dgt: its dropped blocks are not modelled
       case K::reduce_broadcast: m.kind = Kind::reduce_broadcast; break;
       case K::hierarchical: case K::nccl_hierarchical: m.kind = Kind::hierarchical; break;
@@ -154,7 +160,8 @@ struct CollectiveModel {
       return;
     }
     double bytes = 0;  // sent (and received) by the busiest rank
-    const std::size_t steps_taken = steps(p, u.elements * sizeof(float));
+    const bool exchange = kind == Kind::ring && exchanges && p == 2 && codec.raw(u.fp32);
+    const std::size_t steps_taken = exchange ? 1 : steps(p, u.elements * sizeof(float));
     if (hierarchical_for(u.elements * sizeof(float))) {
       const std::size_t k = static_cast<std::size_t>(group_size(p)), groups = (std::size_t(p) + k - 1) / k;
       bytes = 4.0 * double(k - 1) * wire(part(k)) + 2.0 * double(groups - 1) * wire(part(groups));
