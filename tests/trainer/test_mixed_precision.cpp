@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -244,14 +245,24 @@ TEST_CASE("Mixed precision: checkpoint + resume is bit-identical (fp32 masters, 
 }
 
 TEST_CASE("Mixed precision trains like fp32 - an oversized loss scale only skips steps", "[trainer][mixed]") {
+  // Means over 4 seeds: one run of this small model moves by up to 12 points between seeds, and
+  // between machines with the kernels oneDNN picks (AVX-512 or AVX2 accumulate in another order).
   TrainConfig c = test::small_resnet_config();
-  const TrainResult fp32 = train(c);
-  c.precision = "mixed";
-  const TrainResult mixed = train(c);
-  INFO("fp32 accuracy " << fp32.test_accuracy << ", mixed " << mixed.test_accuracy);
-  CHECK(fp32.test_accuracy > 0.5);  // 4 classes: it learned something
-  CHECK(mixed.test_accuracy > fp32.test_accuracy - 0.08);
-  CHECK(mixed.weights != fp32.weights);  // the fp16 rounding did happen
+  double fp32_mean = 0, mixed_mean = 0;
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+    c.seed = seed;
+    c.precision = "fp32";
+    const TrainResult fp32 = train(c);
+    c.precision = "mixed";
+    const TrainResult mixed = train(c);
+    CHECK(mixed.weights != fp32.weights);  // the fp16 rounding did happen
+    fp32_mean += fp32.test_accuracy / 4;
+    mixed_mean += mixed.test_accuracy / 4;
+  }
+  INFO("mean fp32 accuracy " << fp32_mean << ", mixed " << mixed_mean);
+  CHECK(fp32_mean > 0.5);  // 4 classes: it learned something
+  CHECK(mixed_mean > fp32_mean - 0.08);
+  c.seed = TrainConfig{}.seed;
 
   c.epochs = 1;
   c.loss_scaling = {.initial_scale = 0x1p24f, .growth_interval = 1000, .max_scale = 0x1p24f};
