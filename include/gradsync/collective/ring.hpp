@@ -28,13 +28,15 @@
 /// fp32 on 2 ranks: the two steps are one exchange. Each rank sends its whole unit and adds the
 /// other's: the same bytes on the wire as the ring's (2(N-1)/N of the unit is all of it), the same
 /// sum bit for bit (x + y == y + x: each rank's chunk of the ring was also its own plus the
-/// other's), and half the messages, one step of latency instead of two: what a P3 slice of 160 kB
-/// costs on a fast link is mostly those.
+/// other's), and half the messages, one step of latency instead of two. (On 2 namespace nodes of
+/// one 2-core machine VGG-11's P3 iteration did not change: benchmarks/e2e/results/2026-11-30-window-n2;
+/// a real link's latency is what the step saves.) Its sends leave all at once, so a buffering
+/// transport holds the whole unit per peer, not one chunk.
 ///
 /// Pipelined: every message is one segment, and segment j of a step leaves as soon as segment j
 /// of the step before has arrived, so codec work overlaps the transfer instead of adding to it
 /// (alpha-beta: 2(N-1)(alpha + chunk/beta) plus the compute of one segment, not of the whole
-/// unit). Transports buffer at most one chunk per unit and peer.
+/// unit). Transports buffer at most one chunk per unit and peer (the whole unit on 2 ranks).
 #include <algorithm>
 #include <exception>
 

@@ -38,9 +38,9 @@ struct Options {
 /// neighbour's message, so a fixed number in flight leaves each link fewer messages at once the
 /// more ranks there are: on 4 ranks sharing 2 cores P3's slices of VGG-11 took 1.91-1.92 s per
 /// iteration with 2 in flight and 1.53-1.71 s with 4 to 8, on less CPU
-/// (benchmarks/e2e/results/2026-11-29-inflight). On 2 ranks 4 were 10-14% faster than 2 on the
-/// fast links of an Intel Xeon (VGG-11: 0.52-0.54 s against 0.59-0.60; the same at 1 Gbit/s and
-/// 300 Mbit/s), where an AMD EPYC had measured them within the rounds' spread
+/// (benchmarks/e2e/results/2026-11-29-inflight). On 2 ranks 4 were 14% faster than 2 on the
+/// fast links of an Intel Xeon (VGG-11: 0.513 s against 0.597 in the same rounds; the same at 1
+/// Gbit/s and 300 Mbit/s), where an AMD EPYC had measured them within the rounds' spread
 /// (benchmarks/e2e/results/2026-11-30-window-n2): each MPI poll then finds more messages done. Beyond
 /// 4 ranks the cap is not measured: each unit in flight is an executor thread with buffers of the
 /// largest unit.
