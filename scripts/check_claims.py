@@ -241,13 +241,13 @@ def gen_headline() -> str:
     it = lambda p, pol, link, model="vgg11": iteration(p, model=model, link=link, policy=pol)
     rows = []
 
-    r215 = [f"{E2E}/{d}/results.json" for d in ("2026-11-30-n2-vgg11", "2026-11-30-n2-resnet20", "2026-11-29-n4-vgg11",
-                                                "2026-11-29-n4-resnet20")]
+    r215 = [f"{E2E}/{d}/results.json" for d in ("2026-11-30-n2-i4-vgg11", "2026-11-30-n2-i4-resnet20",
+                                                "2026-11-29-n4-vgg11", "2026-11-29-n4-resnet20")]
     p3 = [run(p, policy="p3", model="vgg11", link="1gbit") for p in (r215[0], f"{E2E}/2026-11-30-n4-cpu-rounds/results.json")]
     rows.append(("gradsync-train, P3 fp32, against DDP on PyTorch 2.15: VGG-11, 1 Gbit/s, 2 and 4 nodes, alternating rounds",
                  f"{p3[0]['ratio_to_ddp']:.2f}x and {p3[1]['ratio_to_ddp']:.2f}x DDP's time"
                  + (" (every round at or below)" if all(r["at_or_below_ddp"] for r in p3) else ""),
-                 "benchmarks/e2e/README.md#2-nodes-against-ddp-on-pytorch-215-at-todays-code-in-rounds-2026-11-30",
+                 "benchmarks/e2e/README.md#2-nodes-with-4-units-in-flight-in-rounds-2026-11-30-session-16",
                  "e2e, PyTorch 2.15"))
 
     fp16 = [it(eq2, "p3-fp16", l) / it(eq2, "ddp-fp16", l) for l in ("1gbit", "300mbit")]
