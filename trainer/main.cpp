@@ -4,6 +4,7 @@
 // (ranks), --tune (tuning), each rank's synchronizer (sync_factory), and what it prints and writes
 // (report).
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -35,8 +36,9 @@ int run(RunOptions& o, bool under_mpi) {
   TrainConfig& c = o.train;
   Trace trace;
   if (!o.trace_path.empty()) c.trace = &trace;
-  LayerProfiler profiler;
-  if (!o.profile_path.empty()) c.profiler = &profiler;
+  // --profile's, and --tune-steady's (which needs only its first iterations).
+  LayerProfiler profiler(2, o.profile_path.empty() ? o.tune_steady : SIZE_MAX);
+  if (!o.profile_path.empty() || (o.tune && o.tune_steady)) c.profiler = &profiler;
   Rank0Report rank0;
   const TrainResult result = train(c, make_sync_factory(o, ranks, rank0));
   if (!o.trace_path.empty())

@@ -6,6 +6,7 @@
 # Without a launcher the ranks are in-process threads.
 # usage: retune.sh [--change ITERATION:LINK] TRAINER [LAUNCHER...]   e.g. retune.sh build/gradsync-train mpiexec -np 3
 set -u
+. "$(dirname "$0")/ranks_alike.sh"
 change=12:20mbit
 if [ "${1:-}" = --change ]; then
   change=$2
@@ -27,15 +28,6 @@ fail() {
   exit 1
 }
 [ $rc = 0 ] || fail "exit $rc"
-ranks=$(echo "$out" | sed -n 's/.*rank \([0-9]*\) weights digest .*/\1/p' | sort -n)
-[ -n "$ranks" ] || fail "no rank printed its digest"
-[ "$(echo "$out" | sed -n 's/.*weights digest //p' | sort -u | wc -l)" = 1 ] || fail "the ranks' weights differ"
-reference=''
-for r in $ranks; do
-  mine=$(echo "$out" | sed -n "s/^gradsync-train: rank $r: --retune-every: //p")
-  [ -n "$mine" ] || fail "rank $r never re-tuned though the link changed from 1gbit to ${change#*:} at iteration ${change%%:*}"
-  [ -z "$reference" ] && reference=$mine
-  [ "$mine" = "$reference" ] || fail "rank $r re-tuned differently: '$mine' against rank 0's '$reference'"
-done
+ranks_alike --retune-every "never re-tuned though the link changed from 1gbit to ${change#*:} at iteration ${change%%:*}"
 echo "$out" | grep -- "--retune-every"
 echo "retune: every rank ($(echo $ranks)) re-tuned alike and ended with the same weights"

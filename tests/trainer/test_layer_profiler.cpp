@@ -69,3 +69,26 @@ TEST_CASE("A profile needs a recorded iteration - evaluations between steps add 
   CHECK(profiler.iterations() == 3);
   CHECK(profiler.profile("resnet20").layout().num_layers() == make_model(c.model)->layout().size());
 }
+
+TEST_CASE("A profile of the first iterations leaves out the one under way, and keep bounds the record",
+          "[trainer][profile]") {
+  // The input layer alone (no parameters): one span per iteration.
+  auto record = [](LayerProfiler& p, std::initializer_list<double> seconds) {
+    for (double s : seconds) {
+      p.begin_iteration();
+      p.add(LayerProfiler::forward, {}, s);
+    }
+  };
+  LayerProfiler all(1);
+  record(all, {5.0, 1.0, 2.0, 3.0, 0.1});  // the fifth is under way
+  const gradsync::sim::Profile finished = all.profile("x", 4);
+  CHECK(finished.compute_seconds() == Approx(2.0));  // iterations 2-4, after the warm-up
+  CHECK(finished.iteration_seconds == std::vector<double>{1.0, 2.0, 3.0});
+  CHECK(all.profile("x").compute_seconds() == Approx(1.5));  // with the fifth's 0.1
+
+  LayerProfiler kept(1, 3);
+  record(kept, {5.0, 1.0, 2.0, 3.0, 0.1});
+  CHECK(kept.iterations() == 5);
+  CHECK(kept.profile("x").iteration_seconds == std::vector<double>{1.0, 2.0});
+  CHECK(kept.profile("x").compute_seconds() == Approx(1.5));
+}

@@ -119,6 +119,11 @@ void add_output_and_tuning_options(CLI::App& app, RunOptions& o) {
                  "--tune: every N iterations re-read the link from the units' timings; when its rate moved by a factor "
                  "1.5 two windows in a row, tune again and switch every rank at once (codecs without error feedback)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--tune-steady", o.tune_steady,
+                 "--tune: after N iterations tune again, for the same link, on the compute rank 0 measured in them "
+                 "(per layer, after 2 warm-up iterations) and switch every rank at once where the choice differs "
+                 "(codecs without error feedback); 0: keep the start-up choice")
+      ->capture_default_str();
   app.add_option("--bandwidth", o.bandwidth, "Emulate links of this speed per rank pair: 1gbit, 10gbit+50us, 1gbit/nic ...");
 }
 

@@ -38,6 +38,7 @@ struct RunOptions {
   std::string tune_profile_path;
   std::vector<std::string> tune_collectives{"ring"};
   std::size_t retune_every = 0;
+  std::size_t tune_steady = 5;  ///< --tune: tune again on rank 0's compute after this many iterations (0: never)
   unsigned inflight = 0;
   double credit_mb = 0;
   double timeout_s = 600;

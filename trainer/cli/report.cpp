@@ -47,12 +47,15 @@ nlohmann::json tune_json(const gradsync::sim::Tuning& tuned, const std::vector<R
                       {"collective", tuned.chosen.collective}, {"inflight_units", tuned.chosen.inflight_units},
                       {"credit_bytes", tuned.chosen.credit_bytes},
                       {"simulated_iteration_seconds", tuned.chosen.iteration_seconds},
-                      {"simulated_default_seconds", tuned.default_seconds}, {"wall_seconds", tuned.wall_seconds}};
+                      {"simulated_default_seconds", tuned.default_seconds}, {"wall_seconds", tuned.wall_seconds},
+                      {"compute_seconds", tuned.compute_seconds}};
   for (const Retune& re : retunes)
     j["retunes"].push_back({{"iteration", re.iteration}, {"link_bytes_per_second", re.bytes_per_second},
                             {"slicing", re.chosen.slicing}, {"collective", re.chosen.collective},
                             {"inflight_units", re.chosen.inflight_units},
-                            {"credit_bytes", re.chosen.credit_bytes}, {"switched", re.switched}});
+                            {"credit_bytes", re.chosen.credit_bytes}, {"switched", re.switched},
+                            {"cause", re.steady ? "compute" : "link"}, {"compute_seconds", re.compute_seconds},
+                            {"simulated_iteration_seconds", re.chosen.iteration_seconds}});
   return j;
 }
 

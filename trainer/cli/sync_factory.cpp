@@ -93,7 +93,8 @@ struct LibrarySyncFactory {
     const RankSyncBuilder build{&transport, &model, run->train.trace, r, options, policies, run->policies};
     gradsync::Statistics* stats = r == 0 ? &rank0->stats : nullptr;
     if (!tuning) return build(nullptr, nullptr, stats);
-    return tuned_sync(transport, r, model.params().size(), *tuning, build, stats, *rank0);
+    return tuned_sync(transport, r, model.params().size(), *tuning, build, stats, *rank0,
+                      r == 0 ? run->train.profiler : nullptr, run->train.model.name);
   }
 };
 

@@ -47,6 +47,9 @@ void choose_default_tuning([[maybe_unused]] RunOptions& o) {
 
 std::optional<TunePlan> plan_tuning(const RunOptions& o, const gradsync::AnySynchronizer::Policies& policies) {
   const Policies& pol = o.policies;
+  // A Synchronizer whose state belongs to its units cannot be replaced: it keeps the start-up choice.
+  const bool keeps_state = policies.codec.traits().needs_residual || policies.collective.traits().holds_back;
+  const bool steady = o.tune_steady && !keeps_state;
   std::optional<TunePlan> plan;
   if (o.tune) {
     for (const char* chosen : {"--slicing", "--collective", "--inflight", "--credit"})
@@ -58,20 +61,24 @@ std::optional<TunePlan> plan_tuning(const RunOptions& o, const gradsync::AnySync
           gradsync::AnySynchronizer::parse({pol.slicing, pol.priority, pol.codec, coll}).collective, policies.codec);
     plan = TunePlan{.profile = tune_profile(o.tune_profile_path, o.train),
                     .space = {.collectives = o.tune_collectives, .priority = pol.priority, .codec = pol.codec},
-                    .retune_every = o.retune_every};
-  } else if (!o.tune_profile_path.empty() || o.was_given("--tune-collectives") || o.retune_every) {
-    throw gradsync::ConfigError("--tune-profile, --tune-collectives and --retune-every go with --tune");
+                    .retune_every = o.retune_every,
+                    .steady_after = steady ? o.tune_steady : 0};
+  } else if (!o.tune_profile_path.empty() || o.was_given("--tune-collectives") || o.retune_every ||
+             o.was_given("--tune-steady")) {
+    throw gradsync::ConfigError("--tune-profile, --tune-collectives, --tune-steady and --retune-every go with --tune");
   }
-  if (o.retune_every && (policies.codec.traits().needs_residual || policies.collective.traits().holds_back))
-    throw gradsync::ConfigError("--retune-every replaces the Synchronizer, whose error-feedback residuals (--codec " +
-                                pol.codec + ", --collective " + pol.collective +
+  if (keeps_state && (o.retune_every || (o.was_given("--tune-steady") && o.tune_steady)))
+    throw gradsync::ConfigError(std::string(o.retune_every ? "--retune-every" : "--tune-steady") +
+                                " replaces the Synchronizer, whose error-feedback residuals (--codec " + pol.codec +
+                                ", --collective " + pol.collective +
                                 ") belong to its units: use a codec without (fp32, fp16, bf16, qsgd...) and no dgt");
   return plan;
 }
 
 std::unique_ptr<GradientSync> tuned_sync(gradsync::transport::Transport& transport, std::size_t rank,
                                          std::size_t tensors, const TunePlan& plan, const BuildSync& build,
-                                         gradsync::Statistics* stats, Rank0Report& rank0) {
+                                         gradsync::Statistics* stats, Rank0Report& rank0,
+                                         const LayerProfiler* profiler, const std::string& model) {
   // Every rank at once: rank 0 measures the link with rank 1, tunes, and tells the others.
   const auto t = gradsync::sim::tune_on_link(transport, plan.profile, plan.space);
   if (rank == 0) {
@@ -83,9 +90,12 @@ std::unique_ptr<GradientSync> tuned_sync(gradsync::transport::Transport& transpo
                  t.chosen.iteration_seconds, t.default_seconds, t.wall_seconds);
     rank0.tuned = t;
   }
-  if (!plan.retune_every) return build(&t.chosen, nullptr, stats);
+  RetunePlan retune{.every = plan.retune_every, .steady_after = plan.steady_after};
+  if (rank == 0 && profiler)
+    retune.measured = [profiler, model](std::size_t finished) { return profiler->profile(model, finished); };
+  if (transport.size() == 1 || (!retune.every && !retune.steady_after)) return build(&t.chosen, nullptr, stats);
   return std::make_unique<RetuningSync>(
-      transport, tensors, t, plan.profile, plan.space, plan.retune_every,
+      transport, tensors, t, plan.profile, plan.space, std::move(retune),
       [build](const gradsync::sim::Setting& s, gradsync::sim::LinkMeter& meter) { return build(&s, &meter, nullptr); },
       rank == 0 ? &rank0.retunes : nullptr, stats);
 }

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include <gradsync/any_synchronizer.hpp>
 #include <gradsync/sim/link_meter.hpp>
@@ -15,6 +16,7 @@
 
 #include "cli/options.hpp"
 #include "cli/report.hpp"
+#include "gradsync/trainer/layer_profiler.hpp"
 #include "gradsync/trainer/sync.hpp"
 
 namespace gradsync::trainer::cli {
@@ -27,6 +29,7 @@ struct TunePlan {
   gradsync::sim::Profile profile;  ///< the model, as the simulator sees it
   gradsync::sim::TuneSpace space;  ///< what it may choose
   std::size_t retune_every = 0;    ///< > 0: re-check the link every this many iterations
+  std::size_t steady_after = 0;    ///< > 0: tune again on rank 0's measured compute after this many
 };
 
 /// --tune's plan for the parsed `policies`, or none without --tune. Throws ConfigError where a
@@ -39,9 +42,11 @@ using BuildSync = std::function<std::unique_ptr<GradientSync>(
     const gradsync::sim::Setting* setting, gradsync::sim::LinkMeter* meter, gradsync::Statistics* stats)>;
 
 /// Global rank `rank`'s synchronizer of the setting every rank tunes to at once over `transport`;
-/// rank 0 says what it chose (stderr) and keeps it, and its re-tunes, in `rank0`.
+/// rank 0 says what it chose (stderr) and keeps it, and its re-tunes, in `rank0`. `profiler`:
+/// rank 0's compute per layer (plan.steady_after needs it there), `model` its name.
 std::unique_ptr<GradientSync> tuned_sync(gradsync::transport::Transport& transport, std::size_t rank,
                                          std::size_t tensors, const TunePlan& plan, const BuildSync& build,
-                                         gradsync::Statistics* stats, Rank0Report& rank0);
+                                         gradsync::Statistics* stats, Rank0Report& rank0,
+                                         const LayerProfiler* profiler, const std::string& model);
 
 }  // namespace gradsync::trainer::cli

@@ -1,6 +1,7 @@
 #include "gradsync/trainer/retune.hpp"
 
 #include <cstdio>
+#include <stdexcept>
 
 #include <gradsync/sim/median.hpp>
 
@@ -14,13 +15,14 @@ bool same(const sim::Setting& a, const sim::Setting& b) {
 }  // namespace
 
 RetuningSync::RetuningSync(transport::Transport& t, std::size_t tensors, sim::Tuning first, sim::Profile profile,
-                           sim::TuneSpace space, std::size_t every, Build build, std::vector<Retune>* log,
+                           sim::TuneSpace space, RetunePlan plan, Build build, std::vector<Retune>* log,
                            Statistics* report)
-    : t_(t), tensors_(tensors), every_(every), tuning_(std::move(first)), profile_(std::move(profile)),
+    : t_(t), tensors_(tensors), plan_(std::move(plan)), tuning_(std::move(first)), profile_(std::move(profile)),
       space_(std::move(space)), build_(std::move(build)), log_(log), report_(report),
       watch_(tolerance), pace_watch_(pace_tolerance, sim::LinkWatch::Watch::rises),
       sync_(build_(tuning_.chosen, meter_)) {
-  if (every_ == 0) throw ConfigError("--retune-every must be at least 1 iteration");
+  if (plan_.steady_after && t.rank() == 0 && !plan_.measured)
+    throw std::logic_error("RetuningSync: --tune-steady needs rank 0's measured profile");
 }
 
 RetuningSync::~RetuningSync() {
@@ -35,6 +37,7 @@ Statistics RetuningSync::statistics() const {
 void RetuningSync::finish_iteration() {
   sync_->finish_iteration();
   ++iteration_;
+  ++finished_;
   const auto now = std::chrono::steady_clock::now();
   if (last_finish_) window_iterations_.push_back(std::chrono::duration<double>(now - *last_finish_).count());
   last_finish_ = now;
@@ -48,14 +51,50 @@ void RetuningSync::load_state(std::size_t iteration, std::span<const float> save
 // The last tensor's mean is in: nothing of this Synchronizer is in flight.
 void RetuningSync::wait_for(std::size_t tensor) {
   sync_->wait_for(tensor);
-  if (tensor + 1 == tensors_ && iteration_ % every_ == 0) recheck();
+  if (tensor + 1 != tensors_ || t_.size() == 1) return;
+  if (plan_.steady_after && finished_ == plan_.steady_after) tune_steady();
+  else if (plan_.every && iteration_ % plan_.every == 0) recheck();
+}
+
+bool RetuningSync::adopt(sim::Tuning next) {
+  const bool change = !same(next.chosen, tuning_.chosen);
+  tuning_ = std::move(next);
+  if (change) {
+    retired_ += sync_->statistics();
+    sync_.reset();  // drained: its destructor waits for nothing
+    sync_ = build_(tuning_.chosen, meter_);
+    sync_->load_state(iteration_, {});  // stochastic codecs key their random numbers on the iteration
+  }
+  last_finish_ = std::chrono::steady_clock::now();  // tuning is not an iteration
+  warming_up_ = true;
+  return change;
+}
+
+// Rank 0 tunes on the compute it measured, for the link it measured at start; the link watches
+// start over under whatever is chosen.
+void RetuningSync::tune_steady() {
+  if (t_.rank() == 0) profile_ = plan_.measured(finished_);
+  const double before = tuning_.compute_seconds;
+  const bool change = adopt(sim::tune_for_link(t_, profile_, space_, tuning_.link));
+  meter_.take();
+  window_iterations_.clear();
+  watch_.reset();
+  pace_watch_.reset();
+  std::fprintf(stderr,
+               "gradsync-train: rank %d: --tune-steady: after iteration %zu rank 0's compute measured %.3g s per "
+               "iteration (tuned at start on %.3g s); %s --slicing %s --collective %s --inflight %zu --credit %zu "
+               "(simulated %.3f s/iteration)\n",
+               t_.rank(), iteration_, tuning_.compute_seconds, before, change ? "switched to" : "kept",
+               tuning_.chosen.slicing.c_str(), tuning_.chosen.collective.c_str(), tuning_.chosen.inflight_units,
+               tuning_.chosen.credit_bytes >> 20, tuning_.chosen.iteration_seconds);
+  if (log_)
+    log_->push_back({iteration_, tuning_.link.bytes_per_second, tuning_.chosen, change, true, tuning_.compute_seconds});
 }
 
 void RetuningSync::recheck() {
   const sim::LinkWindow window = meter_.take();  // every rank: the window restarts alike
   std::vector<double> times;
   times.swap(window_iterations_);
-  if (t_.size() == 1) return;  // no link
   // Rank 0 tells every rank whether the rate or the iteration time moved (0: both held); then all
   // measure the link again and tune as at start-up, since the spans read the link's rate only
   // where it is the bottleneck.
@@ -73,17 +112,7 @@ void RetuningSync::recheck() {
   }
   transport::broadcast_value(t_, sim::retune_tag, moved);
   if (moved.rate == 0 && moved.pace == 0) return;
-  sim::Tuning next = sim::tune_on_link(t_, profile_, space_);
-  const bool change = !same(next.chosen, tuning_.chosen);
-  tuning_ = std::move(next);
-  if (change) {
-    retired_ += sync_->statistics();
-    sync_.reset();  // drained: its destructor waits for nothing
-    sync_ = build_(tuning_.chosen, meter_);
-    sync_->load_state(iteration_, {});  // stochastic codecs key their random numbers on the iteration
-  }
-  last_finish_ = std::chrono::steady_clock::now();  // the measurement is not an iteration
-  warming_up_ = true;
+  const bool change = adopt(sim::tune_on_link(t_, profile_, space_));
   char what[96];
   if (moved.rate != 0) std::snprintf(what, sizeof what, "the units' rate moved x%.2g", moved.rate);
   else std::snprintf(what, sizeof what, "the iteration time moved x%.2g", moved.pace);
@@ -94,7 +123,8 @@ void RetuningSync::recheck() {
                tuning_.link.latency_seconds * 1e6, change ? "switched to" : "kept",
                tuning_.chosen.slicing.c_str(), tuning_.chosen.collective.c_str(), tuning_.chosen.inflight_units,
                tuning_.chosen.credit_bytes >> 20);
-  if (log_) log_->push_back({iteration_, tuning_.link.bytes_per_second, tuning_.chosen, change});
+  if (log_)
+    log_->push_back({iteration_, tuning_.link.bytes_per_second, tuning_.chosen, change, false, tuning_.compute_seconds});
 }
 
 }  // namespace gradsync::trainer

@@ -3,6 +3,8 @@
 /// between ranks 0 and 1 of a running job. Rank 0 measures with rank 1, simulates the grid on its
 /// profile and tells every rank its choice, so all build the same Synchronizer (their handshake
 /// checks it). gradsync-train's --tune and gradsync.torch's slicing "auto" use it.
+/// tune_for_link() tunes again on that link without measuring it: gradsync-train's second choice,
+/// on the compute profile rank 0 measured in the first iterations.
 ///
 /// \code
 ///   const auto t = gradsync::sim::tune_on_link(transport, profile, {.codec = "fp16"});  // every rank
@@ -38,6 +40,7 @@ struct Tuning {
   double default_seconds = 0;  ///< P3's default setting (fixed:40000, the library's window), simulated
   MeasuredLink link;
   double wall_seconds = 0;  ///< measuring and tuning, on rank 0
+  double compute_seconds = 0;  ///< the profile's compute per iteration that rank 0 tuned on
 };
 
 /// The simulator's network for `ranks` ranks on `link` (one rank: nothing on the wire).
@@ -102,7 +105,7 @@ inline void echo(transport::Transport& t) {
 struct Message {
   char slicing[64], collective[64];
   std::uint64_t inflight_units, credit_bytes;
-  double seconds, default_seconds, bytes_per_second, latency_seconds, wall_seconds;
+  double seconds, default_seconds, bytes_per_second, latency_seconds, wall_seconds, compute_seconds;
 };
 
 inline void copy_name(char (&to)[64], const std::string& from) {
@@ -124,13 +127,33 @@ inline Tuning share_tuning(transport::Transport& t, const Tuning& rank0s) {
     m.bytes_per_second = rank0s.link.bytes_per_second;
     m.latency_seconds = rank0s.link.latency_seconds;
     m.wall_seconds = rank0s.wall_seconds;
+    m.compute_seconds = rank0s.compute_seconds;
   }
   transport::broadcast_value(t, tune_tag, m);
   if (t.rank() == 0) return rank0s;
   return {{m.slicing, m.collective, m.inflight_units, m.credit_bytes, m.seconds},
           m.default_seconds,
           {m.bytes_per_second, m.latency_seconds},
-          m.wall_seconds};
+          m.wall_seconds,
+          m.compute_seconds};
+}
+
+}  // namespace detail
+
+namespace detail {
+
+// Rank 0's choice for `profile` on `link` (P3's default beside it), timed from `t0`.
+inline Tuning choose(const Profile& profile, const TuneSpace& space, int ranks, const MeasuredLink& link,
+                     Clock::time_point t0) {
+  Tuning tuning;
+  tuning.link = link;
+  const auto ranked = tune(profile, network(ranks, link), space);
+  const Setting* p3 = p3_default(ranked, ranks);
+  tuning.chosen = ranked.front();
+  tuning.default_seconds = p3 ? p3->iteration_seconds : 0;
+  tuning.wall_seconds = seconds_since(t0);
+  tuning.compute_seconds = profile.compute_seconds();
+  return tuning;
 }
 
 }  // namespace detail
@@ -143,15 +166,21 @@ inline Tuning tune_on_link(transport::Transport& t, const Profile& profile, cons
   Tuning tuning;
   if (t.rank() == 0) {
     const auto t0 = detail::Clock::now();
-    if (t.size() > 1) tuning.link = detail::measure(t);
-    const auto ranked = tune(profile, network(t.size(), tuning.link), space);
-    const Setting* p3 = p3_default(ranked, t.size());
-    tuning.chosen = ranked.front();
-    tuning.default_seconds = p3 ? p3->iteration_seconds : 0;
-    tuning.wall_seconds = detail::seconds_since(t0);
+    const MeasuredLink link = t.size() > 1 ? detail::measure(t) : MeasuredLink{};
+    tuning = detail::choose(profile, space, t.size(), link, t0);
   } else if (t.rank() == 1) {
     detail::echo(t);
   }
+  return detail::share_tuning(t, tuning);
+}
+
+/// tune_on_link() without measuring: rank 0 tunes its `profile` (a measured one, say) for the
+/// `link` measured before and every rank gets its choice. Every rank of `t` calls it at the same
+/// point with the same `space`; only rank 0's `profile` and `link` are read.
+inline Tuning tune_for_link(transport::Transport& t, const Profile& profile, const TuneSpace& space,
+                            const MeasuredLink& link) {
+  Tuning tuning;
+  if (t.rank() == 0) tuning = detail::choose(profile, space, t.size(), link, detail::Clock::now());
   return detail::share_tuning(t, tuning);
 }
 

@@ -90,6 +90,15 @@ struct Profile {
     for (const ComputeLayer& l : layers) s += l.forward_seconds + l.backward_seconds;
     return s;
   }
+  /// Scales every layer's times so that compute_seconds() is `seconds` (nothing where either is 0).
+  void scale_compute_to(double seconds) {
+    const double total = compute_seconds();
+    if (!(total > 0) || !(seconds > 0)) return;
+    for (ComputeLayer& l : layers) {
+      l.forward_seconds *= seconds / total;
+      l.backward_seconds *= seconds / total;
+    }
+  }
   std::size_t parameters() const {
     std::size_t n = 0;
     for (const ComputeLayer& l : layers)

@@ -19,6 +19,7 @@
 //   LayerProfiler prof;           // cfg.profiler = &prof; train(cfg, ...);
 //   prof.write("vgg11.json", "vgg11");
 #include <algorithm>
+#include <cstdint>
 #include <cstddef>
 #include <map>
 #include <span>
@@ -36,8 +37,8 @@ class LayerProfiler {
   enum Pass { forward = 0, backward = 1 };
 
   /// `warmup`: leading iterations left out of the medians (all but the last are dropped when a
-  /// run has no more than that).
-  explicit LayerProfiler(std::size_t warmup = 2) : warmup_(warmup) {}
+  /// run has no more than that). `keep`: iterations recorded at most (later ones are not timed).
+  explicit LayerProfiler(std::size_t warmup = 2, std::size_t keep = SIZE_MAX) : warmup_(warmup), keep_(keep) {}
 
   /// Starts the next iteration's samples.
   void begin_iteration() { ++iterations_; }
@@ -47,7 +48,9 @@ class LayerProfiler {
   std::size_t iterations() const { return iterations_; }
   /// The profile: per layer the medians, per tensor its elements. Throws std::logic_error before
   /// any iteration was recorded.
-  sim::Profile profile(const std::string& model) const;
+  sim::Profile profile(const std::string& model) const { return profile(model, iterations_); }
+  /// The profile of the first `iterations` recorded (those finished while the next one runs).
+  sim::Profile profile(const std::string& model, std::size_t iterations) const;
   /// profile(model) as JSON at `path` (tools/sim/profile_json.hpp's writer).
   void write(const std::string& path, const std::string& model) const;
 
@@ -58,12 +61,13 @@ class LayerProfiler {
     std::vector<double> seconds[2];  // per pass, per iteration
   };
   std::vector<double> totals_;            // per iteration, all layers
-  double median(const std::vector<double>& per_iteration) const;
-  /// Leading iterations the profile leaves out (the warm-up; all but the last of a short run).
-  std::size_t skipped() const { return std::min(warmup_, iterations_ - 1); }
+  // The median over iterations [skipped(end), end).
+  double median(const std::vector<double>& per_iteration, std::size_t end) const;
+  /// Leading iterations a profile of `end` leaves out (the warm-up; all but the last of a short run).
+  std::size_t skipped(std::size_t end) const { return std::min(warmup_, end - 1); }
 
   std::map<std::size_t, Layer> layers_;  // key: first parameter's index + 1 (0: input), so forward order
-  std::size_t iterations_ = 0, warmup_;
+  std::size_t iterations_ = 0, warmup_, keep_;
 };
 
 }  // namespace gradsync::trainer

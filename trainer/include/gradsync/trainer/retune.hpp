@@ -1,14 +1,25 @@
 #pragma once
-// --tune --retune-every N: the tuner's online re-check. The Synchronizer runs the
-// setting --tune chose; every N iterations, at the point where the last tensor's mean has been
-// waited for (no unit in flight: an iteration boundary for the Synchronizer), rank 0 reads what
+// gradsync-train's --tune after start-up: a second choice on the measured compute, and the online
+// re-check of --retune-every. The Synchronizer runs the setting --tune chose at start.
+//
+// Steady state (--tune-steady N): the start-up choice rests on a model profile that is not this
+// run's compute (the built-in ones are FLOP estimates: VGG-11 0.33 s where 4 ranks on 2 cores
+// compute 0.88 s). After N iterations rank 0 tunes again, for the link it measured at start, on
+// the compute profile it measured in them (LayerProfiler: per layer, waits left out, the warm-up
+// skipped), and every rank switches where the choice differs. Compute measured under the running
+// setting is the steady state's: it includes what the Synchronizer's threads take from it.
+//
+// The link (--retune-every N): every N iterations rank 0 reads what
 // the link delivered from the units' timings (sim::LinkMeter) and the window's median iteration
 // time. When either has moved by more than its tolerance two windows in a row since the last
 // (re)tune (sim::LinkWatch), every rank hears so at that boundary and takes part in measuring the
 // link again and tuning, as --tune does at start-up (tune_on_link). The iteration time catches
 // latency the rate hides (+2 ms on 1 Gbit/s: VGG-11's 2.5 MB units' rate x0.85, its iteration
 // x1.3). Only a slower iteration counts (a faster one is mostly the warm-up ending; a faster link
-// shows in the rate); it may also be slower compute, which costs one measurement. Where the new setting differs from the running one, every rank
+// shows in the rate); it may also be slower compute, which costs one measurement.
+//
+// Both act where the last tensor's mean has been waited for (no unit in flight: an iteration
+// boundary for the Synchronizer). Where the new setting differs from the running one, every rank
 // replaces its Synchronizer with one of the new setting, so all switch at the same iteration (the
 // new Synchronizers' handshake checks they agree).
 //
@@ -33,6 +44,16 @@ struct Retune {
   double bytes_per_second = 0;  ///< the bandwidth it tuned for
   sim::Setting chosen;
   bool switched = false;        ///< whether `chosen` replaced another setting
+  bool steady = false;          ///< --tune-steady's (on the measured compute), not a link change
+  double compute_seconds = 0;   ///< the compute per iteration it tuned on
+};
+
+/// When RetuningSync tunes again.
+struct RetunePlan {
+  std::size_t every = 0;         ///< > 0: re-check the link every this many iterations
+  std::size_t steady_after = 0;  ///< > 0: tune on the measured compute after this many iterations
+  /// Rank 0: its compute profile of the first `finished` iterations (null on the other ranks).
+  std::function<sim::Profile(std::size_t finished)> measured;
 };
 
 class RetuningSync final : public GradientSync {
@@ -41,11 +62,11 @@ class RetuningSync final : public GradientSync {
   using Build = std::function<std::unique_ptr<GradientSync>(const sim::Setting& setting, sim::LinkMeter& meter)>;
 
   /// \param first      the setting tune_on_link chose (every rank's the same)
-  /// \param profile    rank 0 tunes on it
+  /// \param profile    rank 0 tunes on it (until the measured one replaces it)
   /// \param log        when given, receives every re-tune (rank 0's report)
   /// \param report     when given, receives this rank's statistics over all its Synchronizers at the end
   RetuningSync(transport::Transport& t, std::size_t tensors, sim::Tuning first, sim::Profile profile, sim::TuneSpace space,
-               std::size_t every, Build build, std::vector<Retune>* log = nullptr, Statistics* report = nullptr);
+               RetunePlan plan, Build build, std::vector<Retune>* log = nullptr, Statistics* report = nullptr);
   ~RetuningSync() override;
 
   void gradient_ready(std::size_t tensor, std::span<float> grad) override { sync_->gradient_ready(tensor, grad); }
@@ -64,9 +85,13 @@ class RetuningSync final : public GradientSync {
 
  private:
   void recheck();
+  void tune_steady();
+  /// Takes `next` on every rank; replaces the Synchronizer where the setting changed (returned).
+  bool adopt(sim::Tuning next);
 
   transport::Transport& t_;
-  std::size_t tensors_, every_;
+  std::size_t tensors_;
+  RetunePlan plan_;
   sim::Tuning tuning_;
   sim::Profile profile_;
   sim::TuneSpace space_;
@@ -81,6 +106,7 @@ class RetuningSync final : public GradientSync {
   std::unique_ptr<GradientSync> sync_;
   Statistics retired_;            // the replaced Synchronizers' counters
   std::size_t iteration_ = 0;     // iterations finished (a resumed run's count included)
+  std::size_t finished_ = 0;      // iterations finished in this run
 };
 
 }  // namespace gradsync::trainer
