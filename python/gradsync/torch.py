@@ -143,13 +143,17 @@ class DistributedOptimizer:
     times, and every rank takes its choice (tuning() says what it measured and chose). On slow
     links that is mostly P3's fixed:40000; on fast ones, fewer, larger units, whose per-message CPU
     would otherwise come off the compute. It chooses the window, so it refuses inflight_units and
-    credit_bytes.
+    credit_bytes. The first iteration is not the steady state (rank 0 may have a core to itself
+    while the others start up), so at the step() that ends iteration tune_steady (5; 0: never)
+    rank 0 chooses again, on the same link, with the first iteration's profile scaled to its
+    median compute per iteration since the second (time outside gradsync's waits); that step()
+    applies every optimizer step at once, as the first does, and every rank builds the new choice.
 
     backward_passes_per_step: backward passes accumulated into one step (gradient accumulation).
     timeout: seconds to wait for a peer before PeerError. link: an emulated link ("1gbit",
     "300mbit+50us") between ranks (gradsync's Throttled transport). inflight_units, credit_bytes,
     seed, check_finite: gradsync::Options; 0 leaves inflight_units and credit_bytes to the library
-    (2 (N-1) units within 2..8 for N ranks, 4 MiB). check_finite=False with a torch.amp.GradScaler,
+    (2 (N-1) units within 4..8 for N ranks, 4 MiB). check_finite=False with a torch.amp.GradScaler,
     which skips the steps whose gradients overflow; not with an ef+ codec. trace: record each
     unit's times (trace()).
 
@@ -162,7 +166,7 @@ class DistributedOptimizer:
 
     def __init__(self, optimizer, model, *, slicing="auto", priority="forward", codec="fp32",
                  collective="ring", backward_passes_per_step=1, timeout=30.0, link=None,
-                 inflight_units=0, credit_bytes=0, seed=0, check_finite=True, trace=False):
+                 inflight_units=0, credit_bytes=0, seed=0, check_finite=True, trace=False, tune_steady=5):
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError(f"gradsync: DistributedOptimizer wraps a torch.optim.Optimizer, not {type(optimizer).__name__}")
         if isinstance(optimizer, torch.optim.LBFGS):
@@ -197,6 +201,7 @@ class DistributedOptimizer:
         s.inflight_units, s.credit_bytes, s.seed = inflight_units, credit_bytes, seed
         s.check_finite, s.trace = check_finite, trace
         s.backward_passes = backward_passes_per_step
+        s.tune_steady = tune_steady
         self._stepper = _Stepper(optimizer, [p for _, p in named], group_of)
         self._core = _C.Replica([n for n, _ in named], [p for _, p in named], [g is not None for g in group_of],
                                 [n for n, _ in modules], parents, owned, [n for n, _ in buffers],
@@ -294,7 +299,8 @@ class DistributedOptimizer:
     def tuning(self):
         """With slicing "auto", after the first step(): the link measured (link_bytes_per_second,
         link_latency_seconds) and the setting chosen (slicing, collective, inflight_units,
-        credit_bytes, simulated_seconds against P3's default's); None otherwise."""
+        credit_bytes, simulated_seconds against P3's default's) on compute_seconds per iteration;
+        after step() tune_steady, the second choice, with the first under "first"; None otherwise."""
         return self._core.tuning()
 
     def trace(self):

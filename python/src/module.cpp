@@ -11,12 +11,14 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
 #include <gradsync/any_synchronizer.hpp>
 #include <gradsync/codec/any.hpp>
 #include <gradsync/sim/link_tuning.hpp>
+#include <gradsync/sim/median.hpp>
 #include <gradsync/torch/attachment.hpp>
 #include <gradsync/torch/bucket_reducer.hpp>
 #include <gradsync/transport/in_process.hpp>
@@ -121,6 +123,7 @@ struct Settings {
   std::uint64_t seed;
   bool check_finite, trace;
   unsigned backward_passes;
+  std::size_t tune_steady;
 };
 
 class Replica {
@@ -138,16 +141,27 @@ class Replica {
       if (s.inflight_units || s.credit_bytes)
         throw gs::ConfigError("gradsync: slicing 'auto' chooses the window too: leave inflight_units and credit_bytes "
                               "unset, or name a slicing: whole, fixed[:N], fusion[:BYTES], slicefuse[:N], split[:P[:N]]");
-      config.choose = [this, space = gs::sim::TuneSpace{.collectives = {s.collective}, .priority = s.priority,
-                                                        .codec = s.codec},
-                       passes = s.backward_passes](gs::transport::Transport& t, const gs::torch::FirstIteration& first,
-                                                   const gs::ModelLayout& layout, gs::AnySynchronizer::Policies& policies,
-                                                   gs::Options& options) {
-        tuning_ = gs::sim::tune_on_link(t, profile_of(first, layout, passes), space);
-        policies = gs::AnySynchronizer::parse({tuning_->chosen.slicing, space.priority, space.codec, tuning_->chosen.collective});
-        options.inflight_units = tuning_->chosen.inflight_units;
-        options.credit_bytes = tuning_->chosen.credit_bytes;
+      const gs::sim::TuneSpace space{.collectives = {s.collective}, .priority = s.priority, .codec = s.codec};
+      config.choose = [this, space, passes = s.backward_passes](gs::transport::Transport& t,
+                                                                const gs::torch::FirstIteration& first,
+                                                                const gs::ModelLayout& layout,
+                                                                gs::AnySynchronizer::Policies& policies,
+                                                                gs::Options& options) {
+        profile_ = profile_of(first, layout, passes);
+        take(gs::sim::tune_on_link(t, profile_, space), space, policies, options);
       };
+      if (s.tune_steady == 1 || s.tune_steady == 2)
+        throw gs::ConfigError("gradsync: tune_steady=" + std::to_string(s.tune_steady) + " leaves no iteration to "
+                              "measure after the first two (the profiled one and a warm-up): give 0 (keep the first "
+                              "choice) or at least 3");
+      config.steady_after = s.tune_steady;
+      if (s.tune_steady)
+        config.rechoose = [this, space](gs::transport::Transport& t, std::span<const double> compute,
+                                        gs::AnySynchronizer::Policies& policies, gs::Options& options) {
+          first_ = tuning_;
+          if (t.rank() == 0) profile_.scale_compute_to(gs::sim::median({compute.begin(), compute.end()}));
+          take(gs::sim::tune_for_link(t, profile_, space, tuning_->link), space, policies, options);
+        };
     }
     const auto link = s.link.empty() ? std::optional<gs::transport::Link>() : gs::transport::Link::parse(s.link);
     if (!(s.timeout_s > 0)) throw gs::UsageError("gradsync: timeout must be positive (seconds)");
@@ -262,6 +276,16 @@ class Replica {
     d["link_bytes_per_second"] = t.link.bytes_per_second;
     d["link_latency_seconds"] = t.link.latency_seconds;
     d["tuning_seconds"] = t.wall_seconds;
+    d["compute_seconds"] = t.compute_seconds;
+    if (first_) {  // the choice above is the second, on the measured compute; this was the first
+      py::dict f;
+      f["slicing"] = first_->chosen.slicing;
+      f["collective"] = first_->chosen.collective;
+      f["inflight_units"] = first_->chosen.inflight_units;
+      f["credit_bytes"] = first_->chosen.credit_bytes;
+      f["compute_seconds"] = first_->compute_seconds;
+      d["first"] = f;
+    }
     return d;
   }
 
@@ -280,13 +304,23 @@ class Replica {
     return profile;
   }
 
+  /// Keeps `tuning` and makes its choice the Synchronizer's.
+  void take(gs::sim::Tuning tuning, const gs::sim::TuneSpace& space, gs::AnySynchronizer::Policies& policies,
+            gs::Options& options) {
+    tuning_ = std::move(tuning);
+    policies = gs::AnySynchronizer::parse({tuning_->chosen.slicing, space.priority, space.codec, tuning_->chosen.collective});
+    options.inflight_units = tuning_->chosen.inflight_units;
+    options.credit_bytes = tuning_->chosen.credit_bytes;
+  }
+
   py::function step_, finished_;
   Connection transport_;
   std::unique_ptr<gs::transport::Throttled<>> throttled_;
   std::unique_ptr<Attachment> attachment_;
   std::mutex trace_mutex_;
   std::vector<TracedUnit> trace_;
-  std::optional<gs::sim::Tuning> tuning_;  // slicing "auto"
+  std::optional<gs::sim::Tuning> tuning_, first_;  // slicing "auto": the choice, and the first where it chose again
+  gs::sim::Profile profile_;                       // slicing "auto": rank 0's model of the model
 };
 
 /// gradsync.torch.ddp_comm_hook's engine: a BucketReducer on a transport of its own.
@@ -429,7 +463,8 @@ PYBIND11_MODULE(_C, m) {
       .def_readwrite("seed", &Settings::seed)
       .def_readwrite("check_finite", &Settings::check_finite)
       .def_readwrite("trace", &Settings::trace)
-      .def_readwrite("backward_passes", &Settings::backward_passes);
+      .def_readwrite("backward_passes", &Settings::backward_passes)
+      .def_readwrite("tune_steady", &Settings::tune_steady);
 
   py::class_<TracedUnit>(m, "TracedUnit")
       .def_readonly("unit", &TracedUnit::unit)

@@ -30,7 +30,10 @@
 /// ranks' models agree (checks.hpp), then copies rank 0's parameters and buffers to every rank
 /// (rank0_copy.hpp). The hooks also time the first iteration (FirstIteration), so Config::choose
 /// may pick the policies by the model's compute before the Synchronizer is built (gradsync.torch's
-/// slicing "auto" runs the tuner on it).
+/// slicing "auto" runs the tuner on it). The first iteration is not the steady state (a rank may
+/// have a core to itself while the others still start up), so Config::rechoose may pick again at
+/// a later step() on the compute measured since (ComputeClock): that step() lands everything
+/// and applies every optimizer step, as the first does, and the Synchronizer is built anew.
 ///
 /// Used from one thread (the one running forward and backward), like the model itself.
 ///
@@ -50,6 +53,7 @@
 #include "../core/options.hpp"
 #include "accumulation_hooks.hpp"
 #include "checks.hpp"
+#include "compute_clock.hpp"
 #include "model.hpp"
 #include "module_order.hpp"
 #include "parameter_slot.hpp"
@@ -81,6 +85,14 @@ class Attachment final : private AccumulationHooks::Listener {
     std::function<void(transport::Transport& t, const FirstIteration&, const ModelLayout&,
                        typename Sync::Policies&, Options&)>
         choose;
+    /// With rechoose: the step() that ends this many iterations lands everything, calls it on
+    /// every rank with this rank's compute per iteration since the second (seconds outside the
+    /// Synchronizer's waits, from one step() to the next) and builds the Synchronizer anew from
+    /// what it leaves. The same agreement as choose.
+    std::size_t steady_after = 0;
+    std::function<void(transport::Transport& t, std::span<const double> compute_seconds, typename Sync::Policies&,
+                       Options&)>
+        rechoose;
   };
 
   Attachment(transport::Transport& t, Model model, Config config, OptimizerHooks optimizer)
@@ -110,6 +122,8 @@ class Attachment final : private AccumulationHooks::Listener {
   /// parameter without one: zeros; if no rank had one, its .grad stays undefined after the
   /// aggregate, as DDP leaves it) and returns. The optimizer steps come later (before_forward).
   void step() {
+    if (steps_ < config_.steady_after) clock_.step();
+    ++steps_;
     if (!finished_early_) finish();
     finished_early_ = false;
     for (Slot& s : slots_) {
@@ -121,6 +135,7 @@ class Attachment final : private AccumulationHooks::Listener {
     // parameters no module's forward will step.
     complete(first_step_ ? trainable_ : unhooked_);
     first_step_ = false;
+    if (config_.rechoose && steps_ == config_.steady_after) rebuild();
   }
 
   /// Zeroes the optimized parameters' gradients (set_to_none: makes them undefined), each right
@@ -146,7 +161,9 @@ class Attachment final : private AccumulationHooks::Listener {
   void synchronize() {
     if (open_) {
       finish();
+      const auto t0 = ComputeClock::Clock::now();
       sync_->wait_all();
+      clock_.waited_since(t0);
       for (std::size_t p : trainable_) take_landed(p);
       finished_early_ = true;
     } else {
@@ -260,7 +277,9 @@ class Attachment final : private AccumulationHooks::Listener {
     for (std::size_t p : params)
       if (slots_[p].pending) todo.push_back(p);
     if (todo.empty()) return;
+    const auto t0 = ComputeClock::Clock::now();
     for (std::size_t p : todo) sync_->wait_for(slots_[p].layer);
+    clock_.waited_since(t0);
     for (std::size_t p : todo) take_landed(p);
     for (std::size_t p : todo) drop_made_zeros(p);
     std::vector<std::size_t> stepped;
@@ -295,6 +314,19 @@ class Attachment final : private AccumulationHooks::Listener {
     sync_ = std::make_unique<Sync>(t_, std::move(layout), config_.options, std::move(config_.policies));
   }
 
+  /// Config::rechoose's step(): every step applied now (nothing in flight), then a new Synchronizer.
+  void rebuild() {
+    sync_->wait_all();
+    complete(trainable_);
+    const std::vector<double>& samples = clock_.samples();
+    typename Sync::Policies policies{};
+    Options options = config_.options;
+    config_.rechoose(t_, std::span(samples).subspan(samples.empty() ? 0 : 1), policies, options);
+    ModelLayout layout = sync_->layout();
+    sync_.reset();  // drained: its destructor waits for nothing
+    sync_ = std::make_unique<Sync>(t_, std::move(layout), options, std::move(policies));
+  }
+
   transport::Transport& t_;
   Model model_;
   Config config_;
@@ -308,6 +340,8 @@ class Attachment final : private AccumulationHooks::Listener {
   bool open_ = false;            ///< a gradient arrived since the last step()
   bool finished_early_ = false;  ///< synchronize() ended this iteration before step()
   bool first_step_ = true;
+  std::size_t steps_ = 0;  ///< step() calls
+  ComputeClock clock_;     ///< the compute of the iterations until Config::steady_after
   AccumulationHooks hooks_{*this};  // last: destroyed first, so no hook reaches a half-destroyed Attachment
 };
 
