@@ -20,6 +20,7 @@
 #include "cli/report.hpp"
 #include "cli/sync_factory.hpp"
 #include "cli/tuning.hpp"
+#include "gradsync/trainer/retune.hpp"
 #include "gradsync/trainer/trainer.hpp"
 
 using namespace gradsync::trainer;
@@ -37,7 +38,7 @@ int run(RunOptions& o, bool under_mpi) {
   Trace trace;
   if (!o.trace_path.empty()) c.trace = &trace;
   // --profile's, and --tune-steady's (which needs only its first iterations).
-  LayerProfiler profiler(2, o.profile_path.empty() ? o.tune_steady : SIZE_MAX);
+  LayerProfiler profiler(RetuningSync::steady_warmup, o.profile_path.empty() ? o.tune_steady : SIZE_MAX);
   if (!o.profile_path.empty() || (o.tune && o.tune_steady)) c.profiler = &profiler;
   Rank0Report rank0;
   const TrainResult result = train(c, make_sync_factory(o, ranks, rank0));

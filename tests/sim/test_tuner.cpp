@@ -1,7 +1,7 @@
 // The auto-tuner: it ranks its whole grid by the simulator's own figures, it is deterministic, it
-// breaks ties toward the grid's first (cheapest) setting when compute bounds the iteration and
-// toward P3's default when the wire does, and it moves away from P3's default where the network
-// makes that default slow.
+// breaks ties toward the grid's first (cheapest) setting when compute bounds the iteration on
+// ranks that share cores, and toward P3's default when the wire bounds it or a rank has a core of
+// its own, and it moves away from P3's default where the network makes that default slow.
 #include <catch2/catch.hpp>
 
 #include <gradsync/sim/models.hpp>
@@ -62,6 +62,26 @@ TEST_CASE("settings that are equally fast go to the first of the grid: the large
   REQUIRE(ranked.front().slicing == "whole");
   REQUIRE(ranked.front().inflight_units == 1);
   REQUIRE(ranked.front().credit_bytes == std::size_t(1) << 20);
+}
+
+TEST_CASE("where a rank measured a core of its own, compute-bound ties go to P3's default", "[sim][tune]") {
+  // The compute-bound grid above: all tie. Below own_core (ranks sharing cores), the grid's first.
+  const sim::Profile vgg = sim::builtin_profile("vgg11", {});
+  sim::Network net = network("1000gbit", 2);
+  net.latency_seconds = 0;
+  for (double cores : {0.0, 0.5, sim::TuneSpace::own_core, 1.0, 2.0}) {
+    CAPTURE(cores);
+    const auto ranked = sim::tune(vgg, net, {.cores = cores});
+    if (cores >= sim::TuneSpace::own_core) REQUIRE(sim::is_p3_default(ranked.front(), 2));
+    else REQUIRE(ranked.front().slicing == "whole");
+  }
+  // Not a tie: a setting faster by more than the tie is chosen whatever the cores (16 ranks and a
+  // 2 ms latency put P3's default well behind larger units, see the test below).
+  const auto ranked = sim::tune(vgg, network("10gbit+2ms", 16), {.cores = 1.0});
+  const sim::Setting* p3 = sim::p3_default(ranked, 16);
+  REQUIRE(p3 != nullptr);
+  REQUIRE(ranked.front().iteration_seconds * (1 + sim::TuneSpace{}.tie) < p3->iteration_seconds);
+  REQUIRE_FALSE(sim::is_p3_default(ranked.front(), 16));
 }
 
 TEST_CASE("where the wire bounds the iteration, ties go to P3's default", "[sim][tune]") {

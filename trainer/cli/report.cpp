@@ -54,7 +54,7 @@ nlohmann::json tune_json(const gradsync::sim::Tuning& tuned, const std::vector<R
                             {"slicing", re.chosen.slicing}, {"collective", re.chosen.collective},
                             {"inflight_units", re.chosen.inflight_units},
                             {"credit_bytes", re.chosen.credit_bytes}, {"switched", re.switched},
-                            {"cause", re.steady ? "compute" : "link"}, {"compute_seconds", re.compute_seconds},
+                            {"cause", re.steady ? "compute" : "link"}, {"compute_seconds", re.compute_seconds}, {"cores", re.cores},
                             {"simulated_iteration_seconds", re.chosen.iteration_seconds}});
   return j;
 }

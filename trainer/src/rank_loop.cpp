@@ -7,20 +7,14 @@
 #include <numeric>
 #include <string>
 #include <string_view>
-#include <time.h>
 
 #include <gradsync/core/error.hpp>
+
+#include "gradsync/trainer/cpu_time.hpp"
 
 namespace gradsync::trainer {
 
 namespace {
-
-/// CPU seconds of this process, all its threads.
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
-}
 
 std::string clock_text(double s) {
   char buf[32];

@@ -5,6 +5,8 @@
 
 #include <gradsync/sim/median.hpp>
 
+#include "gradsync/trainer/cpu_time.hpp"
+
 namespace gradsync::trainer {
 
 namespace {
@@ -39,8 +41,18 @@ void RetuningSync::finish_iteration() {
   ++iteration_;
   ++finished_;
   const auto now = std::chrono::steady_clock::now();
-  if (last_finish_) window_iterations_.push_back(std::chrono::duration<double>(now - *last_finish_).count());
+  const double cpu = process_cpu_seconds();
+  if (last_finish_) {
+    const double seconds = std::chrono::duration<double>(now - *last_finish_).count();
+    window_iterations_.push_back(seconds);
+    if (finished_ > steady_warmup && finished_ <= plan_.steady_after) {
+      steady_busy_ += seconds - waited_;
+      steady_cpu_ += cpu - last_cpu_;
+    }
+  }
   last_finish_ = now;
+  last_cpu_ = cpu;
+  waited_ = 0;
 }
 
 void RetuningSync::load_state(std::size_t iteration, std::span<const float> saved) {
@@ -50,7 +62,9 @@ void RetuningSync::load_state(std::size_t iteration, std::span<const float> save
 
 // The last tensor's mean is in: nothing of this Synchronizer is in flight.
 void RetuningSync::wait_for(std::size_t tensor) {
+  const auto t0 = std::chrono::steady_clock::now();
   sync_->wait_for(tensor);
+  waited_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (tensor + 1 != tensors_ || t_.size() == 1) return;
   if (plan_.steady_after && finished_ == plan_.steady_after) tune_steady();
   else if (plan_.every && iteration_ % plan_.every == 0) recheck();
@@ -73,7 +87,10 @@ bool RetuningSync::adopt(sim::Tuning next) {
 // Rank 0 tunes on the compute it measured, for the link it measured at start; the link watches
 // start over under whatever is chosen.
 void RetuningSync::tune_steady() {
-  if (t_.rank() == 0) profile_ = plan_.measured(finished_);
+  if (t_.rank() == 0) {
+    profile_ = plan_.measured(finished_);
+    space_.cores = steady_busy_ > 0 ? steady_cpu_ / steady_busy_ : 0;
+  }
   const double before = tuning_.compute_seconds;
   const bool change = adopt(sim::tune_for_link(t_, profile_, space_, tuning_.link));
   meter_.take();
@@ -82,13 +99,14 @@ void RetuningSync::tune_steady() {
   pace_watch_.reset();
   std::fprintf(stderr,
                "gradsync-train: rank %d: --tune-steady: after iteration %zu rank 0's compute measured %.3g s per "
-               "iteration (tuned at start on %.3g s); %s --slicing %s --collective %s --inflight %zu --credit %zu "
-               "(simulated %.3f s/iteration)\n",
-               t_.rank(), iteration_, tuning_.compute_seconds, before, change ? "switched to" : "kept",
+               "iteration on %.2g cores (tuned at start on %.3g s); %s --slicing %s --collective %s --inflight %zu "
+               "--credit %zu (simulated %.3f s/iteration)\n",
+               t_.rank(), iteration_, tuning_.compute_seconds, tuning_.cores, before, change ? "switched to" : "kept",
                tuning_.chosen.slicing.c_str(), tuning_.chosen.collective.c_str(), tuning_.chosen.inflight_units,
                tuning_.chosen.credit_bytes >> 20, tuning_.chosen.iteration_seconds);
   if (log_)
-    log_->push_back({iteration_, tuning_.link.bytes_per_second, tuning_.chosen, change, true, tuning_.compute_seconds});
+    log_->push_back(
+        {iteration_, tuning_.link.bytes_per_second, tuning_.chosen, change, true, tuning_.compute_seconds, tuning_.cores});
 }
 
 void RetuningSync::recheck() {
@@ -124,7 +142,8 @@ void RetuningSync::recheck() {
                tuning_.chosen.slicing.c_str(), tuning_.chosen.collective.c_str(), tuning_.chosen.inflight_units,
                tuning_.chosen.credit_bytes >> 20);
   if (log_)
-    log_->push_back({iteration_, tuning_.link.bytes_per_second, tuning_.chosen, change, false, tuning_.compute_seconds});
+    log_->push_back(
+        {iteration_, tuning_.link.bytes_per_second, tuning_.chosen, change, false, tuning_.compute_seconds, tuning_.cores});
 }
 
 }  // namespace gradsync::trainer

@@ -41,6 +41,7 @@ struct Tuning {
   MeasuredLink link;
   double wall_seconds = 0;  ///< measuring and tuning, on rank 0
   double compute_seconds = 0;  ///< the profile's compute per iteration that rank 0 tuned on
+  double cores = 0;            ///< the cores per rank it tuned for (TuneSpace::cores)
 };
 
 /// The simulator's network for `ranks` ranks on `link` (one rank: nothing on the wire).
@@ -105,7 +106,7 @@ inline void echo(transport::Transport& t) {
 struct Message {
   char slicing[64], collective[64];
   std::uint64_t inflight_units, credit_bytes;
-  double seconds, default_seconds, bytes_per_second, latency_seconds, wall_seconds, compute_seconds;
+  double seconds, default_seconds, bytes_per_second, latency_seconds, wall_seconds, compute_seconds, cores;
 };
 
 inline void copy_name(char (&to)[64], const std::string& from) {
@@ -128,6 +129,7 @@ inline Tuning share_tuning(transport::Transport& t, const Tuning& rank0s) {
     m.latency_seconds = rank0s.link.latency_seconds;
     m.wall_seconds = rank0s.wall_seconds;
     m.compute_seconds = rank0s.compute_seconds;
+    m.cores = rank0s.cores;
   }
   transport::broadcast_value(t, tune_tag, m);
   if (t.rank() == 0) return rank0s;
@@ -135,7 +137,8 @@ inline Tuning share_tuning(transport::Transport& t, const Tuning& rank0s) {
           m.default_seconds,
           {m.bytes_per_second, m.latency_seconds},
           m.wall_seconds,
-          m.compute_seconds};
+          m.compute_seconds,
+          m.cores};
 }
 
 }  // namespace detail
@@ -153,6 +156,7 @@ inline Tuning choose(const Profile& profile, const TuneSpace& space, int ranks, 
   tuning.default_seconds = p3 ? p3->iteration_seconds : 0;
   tuning.wall_seconds = seconds_since(t0);
   tuning.compute_seconds = profile.compute_seconds();
+  tuning.cores = space.cores;
   return tuning;
 }
 

@@ -11,8 +11,14 @@
 /// - when the wire bounds the iteration (the fastest setting takes TuneSpace::wire_bound times the
 ///   model on an idle link, or more), P3's default where it is among them: there its
 ///   40,000-element slices measured up to 8% faster than the whole layers the simulator saw as equal;
-/// - otherwise the grid's first: fewer, larger units and a smaller window, since the CPU each
-///   unit costs (which the simulator leaves out) comes off the compute.
+/// - where a rank measured a core of its own (TuneSpace::cores: the CPU its process got per second
+///   of compute, at least TuneSpace::own_core), P3's default too: 2 ranks with a core each,
+///   VGG-11, its units measured 4-9% faster than the whole layers in every round on both fast
+///   links (benchmarks/e2e/results/2026-11-30-steady-n2-vgg11);
+/// - otherwise (ranks sharing cores, or not measured) the grid's first: fewer, larger units and a
+///   smaller window, since the CPU each unit costs (which the simulator leaves out) comes off the
+///   compute (4 ranks on 2 cores, about 0.5 cores each: whole layers 10% faster than P3's units on
+///   the unlimited link, benchmarks/e2e/results/2026-11-30-steady-n4).
 ///
 /// \code
 ///   namespace sim = gradsync::sim;
@@ -54,6 +60,11 @@ struct TuneSpace {
   /// (ties then go to P3's default). Well above 1: the exchange after the last backward layer
   /// never overlaps, so a compute-bound model sits a little above its idle-link time.
   double wire_bound = 1.5;
+  /// The cores a rank had, measured: its process's CPU seconds per second of compute (time
+  /// outside waits; about 1 with a core of its own, 0.5 where 4 ranks share 2). 0: not measured.
+  double cores = 0;
+  /// From this many cores on, a rank has its own: ties go to P3's default.
+  static constexpr double own_core = 0.8;
 };
 
 /// Whether `s` is P3's default on `ranks` ranks: fixed:40000 on the ring with the library's window.
@@ -102,7 +113,7 @@ inline std::vector<Setting> tune(const Profile& profile, const Network& net, con
     const double best = std::ranges::min_element(grid, {}, &Setting::iteration_seconds)->iteration_seconds;
     auto tied = [&](const Setting& s) { return s.iteration_seconds <= best * (1 + space.tie); };
     auto pick = std::ranges::find_if(grid, tied);
-    if (best >= compute * space.wire_bound)
+    if (best >= compute * space.wire_bound || space.cores >= TuneSpace::own_core)
       if (const auto p3 = std::ranges::find_if(grid, [&](const Setting& s) { return is_p3_default(s, net.ranks) && tied(s); });
           p3 != grid.end())
         pick = p3;

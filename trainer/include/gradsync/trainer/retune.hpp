@@ -7,7 +7,9 @@
 // compute 0.88 s). After N iterations rank 0 tunes again, for the link it measured at start, on
 // the compute profile it measured in them (LayerProfiler: per layer, waits left out, the warm-up
 // skipped), and every rank switches where the choice differs. Compute measured under the running
-// setting is the steady state's: it includes what the Synchronizer's threads take from it.
+// setting is the steady state's: it includes what the Synchronizer's threads take from it. Rank 0
+// also measures the cores it gets (its process's CPU per second outside waits, the same
+// iterations), which settles the tuner's ties (sim::TuneSpace::cores).
 //
 // The link (--retune-every N): every N iterations rank 0 reads what
 // the link delivered from the units' timings (sim::LinkMeter) and the window's median iteration
@@ -46,6 +48,7 @@ struct Retune {
   bool switched = false;        ///< whether `chosen` replaced another setting
   bool steady = false;          ///< --tune-steady's (on the measured compute), not a link change
   double compute_seconds = 0;   ///< the compute per iteration it tuned on
+  double cores = 0;             ///< the cores per rank it tuned for (0: not measured)
 };
 
 /// When RetuningSync tunes again.
@@ -82,6 +85,8 @@ class RetuningSync final : public GradientSync {
   static constexpr double tolerance = 0.5;
   /// The relative rise of the median iteration time that calls for measuring the link again.
   static constexpr double pace_tolerance = 0.3;
+  /// Leading iterations --tune-steady does not measure (the LayerProfiler's warm-up too).
+  static constexpr std::size_t steady_warmup = 2;
 
  private:
   void recheck();
@@ -107,6 +112,9 @@ class RetuningSync final : public GradientSync {
   Statistics retired_;            // the replaced Synchronizers' counters
   std::size_t iteration_ = 0;     // iterations finished (a resumed run's count included)
   std::size_t finished_ = 0;      // iterations finished in this run
+  double waited_ = 0;             // this iteration's seconds in wait_for
+  double last_cpu_ = 0;           // the process's CPU seconds at the last finish_iteration
+  double steady_cpu_ = 0, steady_busy_ = 0;  // --tune-steady's iterations: CPU, and time outside waits
 };
 
 }  // namespace gradsync::trainer
