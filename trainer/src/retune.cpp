@@ -47,12 +47,12 @@ void RetuningSync::finish_iteration() {
     window_iterations_.push_back(seconds);
     if (finished_ > steady_warmup && finished_ <= plan_.steady_after) {
       steady_busy_ += seconds - waited_;
-      steady_cpu_ += cpu - last_cpu_;
+      steady_cpu_ += cpu - last_cpu_ - waited_cpu_;
     }
   }
   last_finish_ = now;
   last_cpu_ = cpu;
-  waited_ = 0;
+  waited_ = waited_cpu_ = 0;
 }
 
 void RetuningSync::load_state(std::size_t iteration, std::span<const float> saved) {
@@ -62,9 +62,13 @@ void RetuningSync::load_state(std::size_t iteration, std::span<const float> save
 
 // The last tensor's mean is in: nothing of this Synchronizer is in flight.
 void RetuningSync::wait_for(std::size_t tensor) {
+  // Waits are not compute: neither their time nor the CPU the Synchronizer's threads take in them
+  // counts toward the cores (its threads poll while the training thread waits).
   const auto t0 = std::chrono::steady_clock::now();
+  const double cpu0 = process_cpu_seconds();
   sync_->wait_for(tensor);
   waited_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  waited_cpu_ += process_cpu_seconds() - cpu0;
   if (tensor + 1 != tensors_ || t_.size() == 1) return;
   if (plan_.steady_after && finished_ == plan_.steady_after) tune_steady();
   else if (plan_.every && iteration_ % plan_.every == 0) recheck();

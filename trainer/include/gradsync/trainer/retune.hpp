@@ -8,8 +8,9 @@
 // the compute profile it measured in them (LayerProfiler: per layer, waits left out, the warm-up
 // skipped), and every rank switches where the choice differs. Compute measured under the running
 // setting is the steady state's: it includes what the Synchronizer's threads take from it. Rank 0
-// also measures the cores it gets (its process's CPU per second outside waits, the same
-// iterations), which settles the tuner's ties (sim::TuneSpace::cores).
+// also measures the cores it gets (its process's CPU per second outside waits, in the same
+// iterations: about 1 with a core of its own, 0.5 where 4 ranks share 2), which settles the
+// tuner's ties (sim::TuneSpace::cores).
 //
 // The link (--retune-every N): every N iterations rank 0 reads what
 // the link delivered from the units' timings (sim::LinkMeter) and the window's median iteration
@@ -112,7 +113,7 @@ class RetuningSync final : public GradientSync {
   Statistics retired_;            // the replaced Synchronizers' counters
   std::size_t iteration_ = 0;     // iterations finished (a resumed run's count included)
   std::size_t finished_ = 0;      // iterations finished in this run
-  double waited_ = 0;             // this iteration's seconds in wait_for
+  double waited_ = 0, waited_cpu_ = 0;  // this iteration's seconds in wait_for, and the process's CPU in them
   double last_cpu_ = 0;           // the process's CPU seconds at the last finish_iteration
   double steady_cpu_ = 0, steady_busy_ = 0;  // --tune-steady's iterations: CPU, and time outside waits
 };
