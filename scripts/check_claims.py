@@ -241,13 +241,18 @@ def gen_headline() -> str:
     it = lambda p, pol, link, model="vgg11": iteration(p, model=model, link=link, policy=pol)
     rows = []
 
-    r215 = [f"{E2E}/{d}/results.json" for d in ("2026-11-30-n2-i4-vgg11", "2026-11-30-n2-i4-resnet20",
-                                                "2026-11-29-n4-vgg11", "2026-11-29-n4-resnet20")]
-    p3 = [run(p, policy="p3", model="vgg11", link="1gbit") for p in (r215[0], f"{E2E}/2026-11-30-n4-cpu-rounds/results.json")]
+    # Per sweep, the links whose default ran today's code: 2 nodes (session 17), 4 nodes (2026-11-29).
+    steady = f"{E2E}/2026-11-30-steady-n2-"
+    r215 = [(f"{steady}vgg11-fast/results.json", ("unlimited", "10gbit")),
+            (f"{steady}vgg11/results.json", ("1gbit", "300mbit")),
+            (f"{steady}resnet20/results.json", E2E_LINKS)] + \
+           [(f"{E2E}/{d}/results.json", E2E_LINKS) for d in ("2026-11-29-n4-vgg11", "2026-11-29-n4-resnet20")]
+    p3 = [run(p, policy="p3", model="vgg11", link="1gbit")
+          for p in (f"{steady}vgg11/results.json", f"{E2E}/2026-11-30-n4-cpu-rounds/results.json")]
     rows.append(("gradsync-train, P3 fp32, against DDP on PyTorch 2.15: VGG-11, 1 Gbit/s, 2 and 4 nodes, alternating rounds",
                  f"{p3[0]['ratio_to_ddp']:.2f}x and {p3[1]['ratio_to_ddp']:.2f}x DDP's time"
                  + (" (every round at or below)" if all(r["at_or_below_ddp"] for r in p3) else ""),
-                 "benchmarks/e2e/README.md#2-nodes-with-4-units-in-flight-in-rounds-2026-11-30-session-16",
+                 "benchmarks/e2e/README.md#the-default-on-the-measured-compute-in-rounds-2026-11-30-session-17",
                  "e2e, PyTorch 2.15"))
 
     fp16 = [it(eq2, "p3-fp16", l) / it(eq2, "ddp-fp16", l) for l in ("1gbit", "300mbit")]
@@ -255,7 +260,7 @@ def gen_headline() -> str:
                  f"{fp16[0]:.2f}x and {fp16[1]:.2f}x",
                  "benchmarks/e2e/README.md", "e2e, equal terms"))
 
-    default = [r for p in r215 for r in runs(p, policy="default")]
+    default = [r for p, links in r215 for r in runs(p, policy="default") if r["link"] in links]
     lo, hi = span([r["ratio_to_ddp"] for r in default])
     rows.append((f"gradsync-train with no policy flag against DDP on PyTorch 2.15: VGG-11 and ResNet-20, 2 and 4 nodes, "
                  f"{len(default)} points (4 links), 2-3 alternating rounds",

@@ -13,8 +13,8 @@
 ///   40,000-element slices measured up to 8% faster than the whole layers the simulator saw as equal;
 /// - where a rank measured a core of its own (TuneSpace::cores: the CPU its process got per second
 ///   of compute, at least TuneSpace::own_core), P3's default too: 2 ranks with a core each,
-///   VGG-11, its units measured 4-9% faster than the whole layers in every round on both fast
-///   links (benchmarks/e2e/results/2026-11-30-steady-n2-vgg11);
+///   VGG-11, its units beat whole layers with one unit in flight in 11 of 12 round pairs on the
+///   two fast links, by up to 8% (benchmarks/e2e/results/2026-11-30-steady-n2-vgg11);
 /// - otherwise (ranks sharing cores, or not measured) the grid's first: fewer, larger units and a
 ///   smaller window, since the CPU each unit costs (which the simulator leaves out) comes off the
 ///   compute (4 ranks on 2 cores, about 0.5 cores each: whole layers 10% faster than P3's units on
