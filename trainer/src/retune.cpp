@@ -89,14 +89,23 @@ bool RetuningSync::adopt(sim::Tuning next) {
 }
 
 // Rank 0 tunes on the compute it measured, for the link it measured at start; the link watches
-// start over under whatever is chosen.
+// start over under whatever is chosen. Where ranks share cores the start-up choice stays: the
+// iteration is then bound by the CPU all ranks need, which the simulator does not model, and its
+// choices on the measured compute measured no faster on 4 ranks sharing 2 cores (VGG-11) or slower
+// (ResNet-20: one unit in flight; benchmarks/e2e/results/2026-11-30-steady-n4, -n4-resnet20).
 void RetuningSync::tune_steady() {
+  struct Measured {
+    double compute = 0, cores = 0;
+  } m;
   if (t_.rank() == 0) {
     profile_ = plan_.measured(finished_);
-    space_.cores = steady_busy_ > 0 ? steady_cpu_ / steady_busy_ : 0;
+    m = {profile_.compute_seconds(), steady_busy_ > 0 ? steady_cpu_ / steady_busy_ : 0};
+    space_.cores = m.cores;
   }
+  transport::broadcast_value(t_, sim::retune_tag, m);
+  const bool shared = m.cores > 0 && m.cores < sim::TuneSpace::own_core;
   const double before = tuning_.compute_seconds;
-  const bool change = adopt(sim::tune_for_link(t_, profile_, space_, tuning_.link));
+  const bool change = !shared && adopt(sim::tune_for_link(t_, profile_, space_, tuning_.link));
   meter_.take();
   window_iterations_.clear();
   watch_.reset();
@@ -105,12 +114,11 @@ void RetuningSync::tune_steady() {
                "gradsync-train: rank %d: --tune-steady: after iteration %zu rank 0's compute measured %.3g s per "
                "iteration on %.2g cores (tuned at start on %.3g s); %s --slicing %s --collective %s --inflight %zu "
                "--credit %zu (simulated %.3f s/iteration)\n",
-               t_.rank(), iteration_, tuning_.compute_seconds, tuning_.cores, before, change ? "switched to" : "kept",
+               t_.rank(), iteration_, m.compute, m.cores, before,
+               change ? "switched to" : shared ? "ranks share cores: kept the start-up choice" : "kept",
                tuning_.chosen.slicing.c_str(), tuning_.chosen.collective.c_str(), tuning_.chosen.inflight_units,
                tuning_.chosen.credit_bytes >> 20, tuning_.chosen.iteration_seconds);
-  if (log_)
-    log_->push_back(
-        {iteration_, tuning_.link.bytes_per_second, tuning_.chosen, change, true, tuning_.compute_seconds, tuning_.cores});
+  if (log_) log_->push_back({iteration_, tuning_.link.bytes_per_second, tuning_.chosen, change, true, m.compute, m.cores});
 }
 
 void RetuningSync::recheck() {

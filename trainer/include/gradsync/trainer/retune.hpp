@@ -10,7 +10,8 @@
 // setting is the steady state's: it includes what the Synchronizer's threads take from it. Rank 0
 // also measures the cores it gets (its process's CPU per second outside waits, in the same
 // iterations: about 1 with a core of its own, 0.5 where 4 ranks share 2), which settles the
-// tuner's ties (sim::TuneSpace::cores).
+// tuner's ties (sim::TuneSpace::cores); where ranks share cores the start-up choice stays (the
+// iteration is bound by CPU there, which the simulator does not model: tune_steady()).
 //
 // The link (--retune-every N): every N iterations rank 0 reads what
 // the link delivered from the units' timings (sim::LinkMeter) and the window's median iteration
