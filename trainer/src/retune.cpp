@@ -41,7 +41,7 @@ void RetuningSync::finish_iteration() {
   ++iteration_;
   ++finished_;
   const auto now = std::chrono::steady_clock::now();
-  const double cpu = process_cpu_seconds();
+  const double cpu = finished_ <= plan_.steady_after ? process_cpu_seconds() : 0;
   if (last_finish_) {
     const double seconds = std::chrono::duration<double>(now - *last_finish_).count();
     window_iterations_.push_back(seconds);
@@ -64,11 +64,16 @@ void RetuningSync::load_state(std::size_t iteration, std::span<const float> save
 void RetuningSync::wait_for(std::size_t tensor) {
   // Waits are not compute: neither their time nor the CPU the Synchronizer's threads take in them
   // counts toward the cores (its threads poll while the training thread waits).
-  const auto t0 = std::chrono::steady_clock::now();
-  const double cpu0 = process_cpu_seconds();
-  sync_->wait_for(tensor);
-  waited_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  waited_cpu_ += process_cpu_seconds() - cpu0;
+  // Timed only in the iterations --tune-steady measures (a process CPU read is a system call).
+  if (finished_ < plan_.steady_after) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const double cpu0 = process_cpu_seconds();
+    sync_->wait_for(tensor);
+    waited_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    waited_cpu_ += process_cpu_seconds() - cpu0;
+  } else {
+    sync_->wait_for(tensor);
+  }
   if (tensor + 1 != tensors_ || t_.size() == 1) return;
   if (plan_.steady_after && finished_ == plan_.steady_after) tune_steady();
   else if (plan_.every && iteration_ % plan_.every == 0) recheck();
