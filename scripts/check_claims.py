@@ -225,7 +225,7 @@ HELPERS = dict(load=load, runs=runs, run=run, iteration=iteration, field=field, 
                gbench_median=gbench_median,
                ratio=ratio, table=table, cell=cell, column=column, grep=grep, span=span,
                median=statistics.median, min=min, max=max, abs=abs, len=len, sorted=sorted, sum=sum, float=float,
-               round=round, E2E=E2E, TORCH=TORCH, GPU=GPU, DGT=DGT)
+               round=round, zip=zip, E2E=E2E, TORCH=TORCH, GPU=GPU, DGT=DGT)
 
 
 def evaluate(expr: str, names: dict | None = None):
@@ -241,18 +241,21 @@ def gen_headline() -> str:
     it = lambda p, pol, link, model="vgg11": iteration(p, model=model, link=link, policy=pol)
     rows = []
 
-    # Per sweep, the links whose default ran today's code: 2 nodes (session 17), 4 nodes (2026-11-29).
-    steady = f"{E2E}/2026-11-30-steady-n2-"
-    r215 = [(f"{steady}vgg11-fast/results.json", ("unlimited", "10gbit")),
-            (f"{steady}vgg11/results.json", ("1gbit", "300mbit")),
-            (f"{steady}resnet20/results.json", E2E_LINKS)] + \
-           [(f"{E2E}/{d}/results.json", E2E_LINKS) for d in ("2026-11-29-n4-vgg11", "2026-11-29-n4-resnet20")]
-    p3 = [run(p, policy="p3", model="vgg11", link="1gbit")
-          for p in (f"{steady}vgg11/results.json", f"{E2E}/2026-11-30-n4-cpu-rounds/results.json")]
+    # Per sweep, the links and the policy that ran today's default: 2 nodes, session 17's `default`;
+    # 4 nodes, where ranks share cores and the start-up choice stays, VGG-11's `default` of session
+    # 18 and ResNet-20's `default-start` (--tune-steady 0) of session 17.
+    steady = f"{E2E}/2026-11-30-steady-"
+    final4 = f"{E2E}/2026-11-30-final-n4-vgg11/results.json"
+    r215 = [(f"{steady}n2-vgg11-fast/results.json", ("unlimited", "10gbit"), "default"),
+            (f"{steady}n2-vgg11/results.json", ("1gbit", "300mbit"), "default"),
+            (f"{steady}n2-resnet20/results.json", E2E_LINKS, "default"),
+            (final4, E2E_LINKS, "default"),
+            (f"{steady}n4-resnet20/results.json", E2E_LINKS, "default-start")]
+    p3 = [run(p, policy="p3", model="vgg11", link="1gbit") for p in (f"{steady}n2-vgg11/results.json", final4)]
     rows.append(("gradsync-train, P3 fp32, against DDP on PyTorch 2.15: VGG-11, 1 Gbit/s, 2 and 4 nodes, alternating rounds",
                  f"{p3[0]['ratio_to_ddp']:.2f}x and {p3[1]['ratio_to_ddp']:.2f}x DDP's time"
                  + (" (every round at or below)" if all(r["at_or_below_ddp"] for r in p3) else ""),
-                 "benchmarks/e2e/README.md#the-default-on-the-measured-compute-in-rounds-2026-11-30-session-17",
+                 "benchmarks/e2e/README.md#4-nodes-and-2-nodes-at-todays-code-the-last-points-of-issue-43-2026-11-30-session-18",
                  "e2e, PyTorch 2.15"))
 
     fp16 = [it(eq2, "p3-fp16", l) / it(eq2, "ddp-fp16", l) for l in ("1gbit", "300mbit")]
@@ -260,13 +263,13 @@ def gen_headline() -> str:
                  f"{fp16[0]:.2f}x and {fp16[1]:.2f}x",
                  "benchmarks/e2e/README.md", "e2e, equal terms"))
 
-    default = [r for p, links in r215 for r in runs(p, policy="default") if r["link"] in links]
+    default = [r for p, links, pol in r215 for r in runs(p, policy=pol) if r["link"] in links]
     lo, hi = span([r["ratio_to_ddp"] for r in default])
     rows.append((f"gradsync-train with no policy flag against DDP on PyTorch 2.15: VGG-11 and ResNet-20, 2 and 4 nodes, "
                  f"{len(default)} points (4 links), 2-3 alternating rounds",
                  f"{lo:.2f}-{hi:.2f}x DDP's time (every round at or below at "
                  f"{sum(bool(r['at_or_below_ddp']) for r in default)})",
-                 "benchmarks/e2e/README.md#4-nodes-against-ddp-on-pytorch-215-in-rounds-2026-11-29",
+                 "benchmarks/e2e/README.md#the-default-on-the-measured-compute-in-rounds-2026-11-30-session-17",
                  "e2e, PyTorch 2.15"))
 
     lossy = f"{E2E}/2026-11-27-lossy/results.json"
