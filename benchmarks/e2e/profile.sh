@@ -92,6 +92,9 @@ profile_rank() {
   cpu_times "$pid" >"$prefix.cpu-before"
   perf record -g -p "$pid" -o "$prefix.perf.data" -- sleep "$seconds" 2>"$prefix.perf.log"
   cpu_times "$pid" >"$prefix.cpu-after"
+  # A process gone before the window closed has no threads left to read: its CPU would read 0.
+  [ -d "/proc/$pid/task" ] || die "node $node's gradsync-train ($prefix) ended inside the perf window: raise" \
+    "--iterations / --compute-iterations or lower --delay ($delay s) + --seconds ($seconds s)"
   awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN {print b - a}' >"$prefix.window"
   perf report -i "$prefix.perf.data" --no-children --sort sym --stdio -g none --percent-limit 0.5 \
     >"$prefix.symbols.txt" 2>/dev/null
